@@ -1,0 +1,200 @@
+"""The full pass over a trace's records: counts, bytes, loss, clock changes, anomalies.
+
+Speed comes from three things, measured on a 1 GiB trace (experiments/bench_parse.py):
+  * chunks of 64 Ki records, so that a chunk's columns are still in the CPU cache
+    for the second and later operations on it (4 Mi-record chunks ran 4x slower);
+  * the mapped pages of a chunk populated in one madvise call rather than by
+    one page fault per 4 KiB;
+  * the chunks split across threads (numpy releases the GIL in these loops).
+Rare cases (clock changes, unknown codes, errors, time running backwards) leave
+the fast path only for the chunks that hold them.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import format as fmt
+from .format import Event
+
+CHUNK = 1 << 16
+WORKERS = max(1, min(os.cpu_count() or 1, 4))
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)   # Linux >= 5.14
+TABLE = fmt.EVENT_TABLE_SIZE
+KNOWN_SMALL = fmt.EVENT_INDEX >= 0
+
+
+@dataclass
+class Scan:
+    """What one pass over every record after the header finds."""
+    records: int = 0                      # data records (after the header)
+    counts: dict = field(default_factory=dict)       # Event -> records
+    bytes: dict = field(default_factory=dict)        # Event -> sum of positive sizes
+    errors: dict = field(default_factory=dict)       # Event -> records with size < 0
+    zero_size: dict = field(default_factory=dict)    # Event -> records with size == 0
+    lost: int = 0                         # records dropped, from LOST records
+    lost_records: int = 0                 # LOST records
+    sysinfo_positions: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    unknown_events: int = 0
+    first_unknown: tuple[int, int] | None = None      # (position, code)
+    zero_timestamps: int = 0
+    first_zero_timestamp: int | None = None
+    backsteps: int = 0                    # records earlier than the record before them
+    max_backstep_ticks: int = 0
+    max_backstep_position: int | None = None
+    min_ticks: int | None = None
+    max_ticks: int | None = None
+
+
+@dataclass
+class _Part:
+    """Accumulators of one worker's contiguous range."""
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(TABLE, np.int64))
+    nbytes: np.ndarray = field(default_factory=lambda: np.zeros(TABLE, np.float64))
+    errors: np.ndarray = field(default_factory=lambda: np.zeros(TABLE, np.int64))
+    zeros: np.ndarray = field(default_factory=lambda: np.zeros(TABLE, np.int64))
+    high: list = field(default_factory=list)          # (positions, codes) of codes >= TABLE
+    zero_ts: int = 0
+    first_zero_ts: int | None = None
+    tmin: int | None = None
+    tmax: int | None = None
+    backsteps: int = 0
+    max_back: int = 0
+    max_back_pos: int | None = None
+
+
+def split(start: int, stop: int, workers: int = WORKERS) -> list[tuple[int, int]]:
+    """Contiguous ranges covering [start, stop), one per worker, on chunk boundaries."""
+    n = stop - start
+    per = -(-max(n, 1) // workers)
+    per = -(-per // CHUNK) * CHUNK
+    return [(lo, min(lo + per, stop)) for lo in range(start, stop, per)] or [(start, stop)]
+
+
+def in_parallel(fn, ranges: list[tuple[int, int]]) -> list:
+    if len(ranges) == 1:
+        return [fn(*ranges[0])]
+    with ThreadPoolExecutor(len(ranges)) as pool:
+        return list(pool.map(lambda r: fn(*r), ranges))
+
+
+def populate(trace, lo: int, hi: int) -> None:
+    """Map the pages of records[lo:hi] in one call instead of a fault per page."""
+    mm = trace._mmap
+    begin = lo * trace.record_size & ~(mmap.PAGESIZE - 1)
+    end = min(hi * trace.record_size, len(mm))
+    try:
+        mm.madvise(MADV_POPULATE_READ, begin, end - begin)
+    except (OSError, ValueError):
+        pass                            # older kernel: pages fault in one by one
+
+
+def _scan_range(trace, lo: int, hi: int) -> _Part:
+    p = _Part()
+    records = trace.records
+    prev = int(records["timestamp"][lo - 1]) if lo > trace.header_len else None
+    for clo in range(lo, hi, CHUNK):
+        chi = min(clo + CHUNK, hi)
+        populate(trace, clo, chi)
+        chunk = records[clo:chi]
+        ev = chunk["event"].astype(np.intp)
+        size = chunk["size"].astype(np.int64)
+        ts = chunk["timestamp"].astype(np.int64)
+        _count(p, ev, size, clo)
+        prev = _times(p, ts, clo, prev)
+    return p
+
+
+def _count(p: _Part, ev: np.ndarray, size: np.ndarray, base: int) -> None:
+    if ev.max() >= TABLE or ev.min() < 0:          # SYSINFO (clock change) or unknown code
+        high = (ev >= TABLE) | (ev < 0)
+        p.high.append((np.flatnonzero(high) + base, ev[high]))
+        ev, size = ev[~high], size[~high]
+    p.counts += np.bincount(ev, minlength=TABLE)
+    if size.min(initial=0) < 0:
+        neg = size < 0
+        p.errors += np.bincount(ev[neg], minlength=TABLE)
+        size = np.maximum(size, 0)
+    p.nbytes += np.bincount(ev, weights=size, minlength=TABLE)
+    zero = size == 0
+    if zero.any():
+        p.zeros += np.bincount(ev[zero], minlength=TABLE)
+
+
+def _times(p: _Part, ts: np.ndarray, base: int, prev: int | None) -> int:
+    lo_t, hi_t = int(ts.min()), int(ts.max())
+    p.tmin = lo_t if p.tmin is None else min(p.tmin, lo_t)
+    p.tmax = hi_t if p.tmax is None else max(p.tmax, hi_t)
+    if lo_t == 0:
+        zero = ts == 0
+        if p.first_zero_ts is None:
+            p.first_zero_ts = base + int(np.argmax(zero))
+        p.zero_ts += int(zero.sum())
+    step = np.diff(ts)
+    first = 0 if prev is None else int(ts[0]) - prev
+    if step.min(initial=0) < 0 or first < 0:
+        step = np.concatenate(([first], step))
+        back = step < 0
+        p.backsteps += int(back.sum())
+        at = int(np.argmin(step))
+        if -int(step[at]) > p.max_back:
+            p.max_back, p.max_back_pos = -int(step[at]), base + at
+    return int(ts[-1])
+
+
+def scan(trace) -> Scan:
+    """One pass over the records after the header of `trace`, in parallel chunks."""
+    start, stop = trace.header_len, len(trace.records)
+    parts = in_parallel(lambda lo, hi: _scan_range(trace, lo, hi), split(start, stop)) if stop > start else []
+    s = Scan(records=stop - start)
+    if not parts:
+        return s
+    counts = sum(p.counts for p in parts)
+    nbytes = sum(p.nbytes for p in parts).astype(np.int64)
+    errors, zeros = sum(p.errors for p in parts), sum(p.zeros for p in parts)
+    for ev in fmt.INDEX_EVENT:
+        if counts[ev] and ev != Event.META:
+            s.counts[ev], s.bytes[ev] = int(counts[ev]), int(nbytes[ev])
+            s.errors[ev], s.zero_size[ev] = int(errors[ev]), int(zeros[ev])
+    s.lost, s.lost_records = int(nbytes[Event.LOST]), int(counts[Event.LOST])
+    high_pos = np.concatenate([pos for p in parts for pos, _ in p.high] or [np.zeros(0, np.int64)])
+    high_code = np.concatenate([code for p in parts for _, code in p.high] or [np.zeros(0, np.intp)])
+    is_sys = high_code == fmt.SYSINFO
+    s.sysinfo_positions = np.concatenate(([0], high_pos[is_sys])).astype(np.int64)
+    _unknown(trace, s, counts, high_pos[~is_sys], high_code[~is_sys])
+    _merge_times(s, parts)
+    return s
+
+
+def _unknown(trace, s: Scan, counts: np.ndarray, high_pos: np.ndarray, high_code: np.ndarray) -> None:
+    small_unknown = int(counts[~KNOWN_SMALL].sum())
+    s.unknown_events = small_unknown + len(high_pos)
+    if not s.unknown_events:
+        return
+    first = (int(high_pos[0]), int(high_code[0])) if len(high_pos) else None
+    if small_unknown:                    # rare: find the first one with a second pass
+        for lo in range(trace.header_len, len(trace.records), CHUNK):
+            ev = trace.records["event"][lo:lo + CHUNK].astype(np.intp)
+            bad = (ev < TABLE) & (ev >= 0)
+            bad[bad] = ~KNOWN_SMALL[ev[bad]]
+            if bad.any():
+                pos = lo + int(np.argmax(bad))
+                if first is None or pos < first[0]:
+                    first = (pos, int(ev[pos - lo]))
+                break
+    s.first_unknown = first
+
+
+def _merge_times(s: Scan, parts: list[_Part]) -> None:
+    s.min_ticks = min(p.tmin for p in parts)
+    s.max_ticks = max(p.tmax for p in parts)
+    s.zero_timestamps = sum(p.zero_ts for p in parts)
+    zeros = [p.first_zero_ts for p in parts if p.first_zero_ts is not None]
+    s.first_zero_timestamp = min(zeros) if zeros else None
+    s.backsteps = sum(p.backsteps for p in parts)
+    worst = max(parts, key=lambda p: p.max_back)
+    s.max_backstep_ticks, s.max_backstep_position = worst.max_back, worst.max_back_pos

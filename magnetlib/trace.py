@@ -1,0 +1,364 @@
+"""Reading traces: memory-mapped, zero-copy in native byte order, one byteswap per column otherwise."""
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+from functools import cached_property
+
+import numpy as np
+
+from . import format as fmt
+from .errors import TraceError
+from .format import Event
+from .meta import MAX_META_RECORDS, TraceMeta, check_sysinfo, decode_header
+from .scan import CHUNK, Scan, in_parallel, populate, split
+from .scan import scan as scan_trace
+
+# Records per step of the pandas-based passes (streams, parse): bounds their temporaries.
+CHUNK_RECORDS = 1 << 20
+# Records from different CPUs reach the buffer slightly out of time order; a step
+# back larger than this is not reordering but a broken clock or a corrupt file.
+REORDER_TOLERANCE_NS = 100_000_000
+NATIVE = "<" if sys.byteorder == "little" else ">"
+
+
+def detect_byteorder(first_record: bytes, path: str) -> str:
+    """'<' or '>' from the SYSINFO event code of the first record."""
+    code = int.from_bytes(first_record[16:20], "little")
+    if code == fmt.SYSINFO:
+        return "<"
+    if code == fmt.SYSINFO_SWAPPED:
+        return ">"
+    raise TraceError(path, "not a magnet trace (the first record is not SYSINFO)")
+
+
+class Trace:
+    """A magnet trace, opened for reading.
+
+    records:  every whole record as a numpy structured array, in the file's
+              byte order, mapped from the file (nothing is read until used).
+    meta:     SYSINFO and metadata (TraceMeta).
+    column(): one field in native byte order (a view when the file is native).
+    ns:       timestamps in nanoseconds of the trace's clock, honouring clock changes.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, reorder_tolerance_ns: int = REORDER_TOLERANCE_NS):
+        self.path = os.fspath(path)
+        self.reorder_tolerance_ns = reorder_tolerance_ns
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                head = f.read(fmt.CORE_SIZE)
+                self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        except OSError as e:
+            raise TraceError(self.path, e.strerror or str(e)) from None
+        if size == 0:
+            raise TraceError(self.path, "empty file")
+        if size < fmt.CORE_SIZE:
+            raise TraceError(self.path, f"too short to be a magnet trace ({size} bytes)")
+        self.byteorder = detect_byteorder(head, self.path)
+        sockid = int.from_bytes(head[:8], "little" if self.byteorder == "<" else "big")
+        probe = TraceMeta(version=sockid >> 32, record_size=sockid & 0xFFFFFFFF,
+                          clock_khz=1, anchor_ticks=1)
+        check_sysinfo(probe, self.path, where="SYSINFO")
+        self.record_size = probe.record_size
+        count, self.truncated_bytes = divmod(size, self.record_size)
+        if count == 0:
+            raise TraceError(self.path, "truncated inside its first record")
+        self._mmap.madvise(mmap.MADV_SEQUENTIAL)
+        self.dtype = fmt.record_dtype(self.record_size, self.byteorder)
+        self.records = np.frombuffer(self._mmap, dtype=self.dtype, count=count)
+        self.meta, self.header_len = decode_header(self.records[:MAX_META_RECORDS + 2], self.path)
+        self.meta.record_size = self.record_size
+
+    # ------------------------------------------------------------ basics ---
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __enter__(self) -> "Trace":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the mapping (arrays still referenced keep it alive until they go)."""
+        self.records = None
+        self.__dict__.pop("ns", None)
+        try:
+            self._mmap.close()
+        except BufferError:
+            pass
+
+    @property
+    def swapped(self) -> bool:
+        return self.byteorder != NATIVE
+
+    @property
+    def has_ext(self) -> bool:
+        return self.record_size == fmt.EXT_RECORD_SIZE
+
+    @property
+    def data(self) -> np.ndarray:
+        """The records after the header."""
+        return self.records[self.header_len:]
+
+    def column(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """One field of records[start:stop] in native byte order."""
+        col = self.records[name][start:stop]
+        return col if col.dtype.isnative else col.astype(col.dtype.newbyteorder("="))
+
+    def chunks(self, start: int | None = None, stop: int | None = None, size: int = CHUNK_RECORDS):
+        """(start, stop) bounds covering records[start:stop] in steps of `size`."""
+        start = self.header_len if start is None else start
+        stop = len(self.records) if stop is None else stop
+        for lo in range(start, stop, size):
+            yield lo, min(lo + size, stop)
+
+    # ------------------------------------------------------------- scan ---
+    @cached_property
+    def scan(self) -> Scan:
+        """One pass over all records: counts, bytes, loss, clock changes, anomalies."""
+        return scan_trace(self)
+
+    def check(self) -> "Trace":
+        """Raise TraceError naming the first thing wrong with the records; return self if none."""
+        s = self.scan
+        if s.first_unknown:
+            pos, code = s.first_unknown
+            raise TraceError(self.path, f"record {pos}: unknown event code 0x{code:08x} "
+                                        f"({s.unknown_events} such records)")
+        if s.errors.get(Event.LOST):
+            raise TraceError(self.path, f"{s.errors[Event.LOST]} LOST records carry a negative count")
+        if s.first_zero_timestamp is not None:
+            raise TraceError(self.path, f"record {s.first_zero_timestamp}: timestamp is 0 "
+                                        f"({s.zero_timestamps} such records)")
+        self._check_clock_changes()
+        back_ns = self.ticks_to_ns(s.max_backstep_ticks)
+        if back_ns > self.reorder_tolerance_ns:
+            raise TraceError(self.path, f"record {s.max_backstep_position}: non-monotonic "
+                             f"timestamps, {back_ns / 1e9:.6f} s earlier than the record before "
+                             f"(more than the {self.reorder_tolerance_ns / 1e9:g} s that CPUs "
+                             "may reorder)")
+        return self
+
+    def _check_clock_changes(self) -> None:
+        for pos in self.scan.sysinfo_positions[1:]:
+            rec = self.records[pos]
+            sid = int(rec["sockid"])
+            change = TraceMeta(version=sid >> 32, record_size=sid & 0xFFFFFFFF,
+                               clock_khz=int(rec["size"]), anchor_ticks=int(rec["timestamp"]))
+            check_sysinfo(change, self.path, where=f"record {pos} (SYSINFO)")
+            if change.record_size != self.record_size:
+                raise TraceError(self.path, f"record {pos}: SYSINFO changes the record size "
+                                            f"from {self.record_size} to {change.record_size}")
+
+    # ------------------------------------------------------------- time ---
+    @cached_property
+    def _clock(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Clock segments: first record position, first tick, ns at that tick, ns per tick."""
+        pos = self.scan.sysinfo_positions
+        t0 = self.column_at("timestamp", pos).astype(np.int64)
+        khz = self.column_at("size", pos).astype(np.float64)
+        if (khz <= 0).any():
+            self._check_clock_changes()
+        scale = 1e6 / khz
+        base = np.empty(len(pos), np.float64)
+        base[0] = t0[0] * scale[0]
+        for i in range(1, len(pos)):          # one step per clock change, not per record
+            base[i] = base[i - 1] + (t0[i] - t0[i - 1]) * scale[i - 1]
+        return pos, t0, base, scale
+
+    @property
+    def exact_ns_clock(self) -> bool:
+        """Ticks are nanoseconds throughout: conversion is the identity."""
+        pos, _, _, scale = self._clock
+        return bool((scale == 1.0).all())
+
+    def to_ns(self, ticks: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Convert ticks of the records at `positions` to int64 nanoseconds."""
+        ticks = np.asarray(ticks)
+        if self.exact_ns_clock:
+            return ticks.astype(np.int64, copy=False)
+        pos, t0, base, scale = self._clock
+        seg = np.searchsorted(pos, positions, side="right") - 1
+        return np.rint(base[seg] + (ticks.astype(np.int64) - t0[seg]) * scale[seg]).astype(np.int64)
+
+    def ns_at(self, positions: np.ndarray) -> np.ndarray:
+        """Timestamps in ns of the records at `positions` (without converting the whole column)."""
+        return self.to_ns(self.column_at("timestamp", positions), positions)
+
+    def ticks_to_ns(self, ticks: int) -> int:
+        """A tick interval in ns at the first clock rate (for thresholds and durations)."""
+        return int(round(ticks * 1e6 / self.meta.clock_khz))
+
+    @cached_property
+    def ns(self) -> np.ndarray:
+        """Every record's timestamp in ns (a view for a native nanosecond trace)."""
+        ts = self.column("timestamp")
+        if self.exact_ns_clock:
+            return ts.view(np.int64)
+        return self.to_ns(ts, np.arange(len(ts)))
+
+    @property
+    def start_ns(self) -> int:
+        """ns at the first SYSINFO: time zero of the trace."""
+        return int(self.to_ns(np.array([self.meta.anchor_ticks]), np.array([0]))[0])
+
+    def datetimes(self, ns: np.ndarray | None = None) -> np.ndarray:
+        """Timestamps (all records, or the given ns) as numpy datetime64[ns] in UTC."""
+        if self.meta.wall_anchor_ns is None:
+            raise TraceError(self.path, "the trace has no wall-clock anchor (WALL_ANCHOR_NS)")
+        ns = self.ns if ns is None else ns
+        return (ns - self.start_ns + self.meta.wall_anchor_ns).astype("datetime64[ns]")
+
+    @property
+    def duration_ns(self) -> int:
+        """From the earliest to the latest record after the header."""
+        s = self.scan
+        if s.records == 0:
+            return 0
+        if self.exact_ns_clock:
+            return s.max_ticks - s.min_ticks
+        ns = self.ns[self.header_len:]
+        return int(ns.max() - ns.min())
+
+    # ----------------------------------------------------------- selection ---
+    def select(self, events=None, sockid: int | None = None, start: int | None = None,
+               stop: int | None = None) -> np.ndarray:
+        """Positions of the records with one of `events` and, if given, this sockid."""
+        codes = None if events is None else np.array([int(e) for e in np.atleast_1d(events)], np.uint32)
+        start = self.header_len if start is None else start
+        stop = len(self.records) if stop is None else stop
+
+        def part(lo: int, hi: int) -> np.ndarray:
+            found = []
+            for clo in range(lo, hi, CHUNK):
+                chi = min(clo + CHUNK, hi)
+                populate(self, clo, chi)
+                found.append(np.flatnonzero(self._match(clo, chi, codes, sockid)) + clo)
+            return np.concatenate(found) if found else np.zeros(0, np.int64)
+
+        if stop <= start:
+            return np.zeros(0, np.int64)
+        return np.concatenate(in_parallel(part, split(start, stop)))
+
+    def _match(self, lo: int, hi: int, codes: np.ndarray | None, sockid: int | None) -> np.ndarray:
+        chunk = self.records[lo:hi]
+        keep = np.ones(hi - lo, bool)
+        if codes is not None:
+            ev = chunk["event"]
+            keep = ev == codes[0] if len(codes) == 1 else np.isin(ev.astype(np.uint32), codes, kind="table")
+        if sockid is not None:
+            keep &= chunk["sockid"] == np.uint64(sockid)
+        return keep
+
+    def column_at(self, name: str, positions: np.ndarray) -> np.ndarray:
+        """One field of the records at `positions`, in native byte order."""
+        col = self.records[name][positions]
+        return col if col.dtype.isnative else col.astype(col.dtype.newbyteorder("="))
+
+    def series(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ns, size) of the records at `positions`."""
+        ts = self.column_at("timestamp", positions)
+        return self.to_ns(ts, positions), self.column_at("size", positions).astype(np.int64)
+
+    def lost_series(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ns, records dropped) of every LOST record: where in time the loss happened."""
+        return self.series(self.select(Event.LOST))
+
+    def stream_ids(self) -> np.ndarray:
+        """The sockids with network events, sorted."""
+        return self.streams().index.to_numpy(np.uint64)
+
+    def streams(self):
+        """Per stream (sockid): first/last ns and, per network event, records and bytes.
+
+        A pandas DataFrame indexed by sockid; built chunk by chunk with hash
+        grouping, so memory stays bounded by the number of streams.
+        """
+        import pandas as pd
+        codes = np.array(sorted(fmt.NETWORK_EVENTS), np.uint32)
+        parts = []
+        for lo, hi in self.chunks():
+            ev = self.column("event", lo, hi)
+            net = np.isin(ev, codes)
+            sid = self.column("sockid", lo, hi)[net]
+            keep = sid != 0
+            frame = pd.DataFrame({
+                "sockid": sid[keep], "event": ev[net][keep],
+                "bytes": np.maximum(self.column("size", lo, hi)[net][keep], 0).astype(np.int64),
+                "ns": self.ns_at(np.arange(lo, hi)[net][keep])})
+            parts.append(frame.groupby(["sockid", "event"]).agg(
+                records=("bytes", "size"), bytes=("bytes", "sum"),
+                first=("ns", "min"), last=("ns", "max")))
+        if not parts:
+            return pd.DataFrame()
+        g = pd.concat(parts).groupby(level=[0, 1]).agg(
+            {"records": "sum", "bytes": "sum", "first": "min", "last": "max"})
+        return _stream_table(g)
+
+    # ------------------------------------------------------------ pandas ---
+    def to_pandas(self, start: int | None = None, stop: int | None = None, header: bool = False):
+        """The records as a DataFrame: timestamp_ns, datetime (if anchored), sockid,
+        event (by name), size, and the extended fields when present."""
+        import pandas as pd
+        lo = 0 if header else self.header_len
+        lo = lo if start is None else start
+        hi = len(self.records) if stop is None else stop
+        names = [f.name for f in fmt.EXT_FIELDS] if self.has_ext else []
+        ns = self.ns_at(np.arange(lo, hi))
+        cols = {"timestamp_ns": ns}
+        if self.meta.wall_anchor_ns is not None:
+            cols["datetime"] = self.datetimes(ns)
+        cols["sockid"] = self.column("sockid", lo, hi)
+        cols["event"] = event_names(self.column("event", lo, hi))
+        cols["size"] = self.column("size", lo, hi)
+        for name in names:
+            if name in ("saddr", "daddr"):
+                cols[name] = format_addresses(np.asarray(self.records[name][lo:hi]))
+            else:
+                cols[name] = self.column(name, lo, hi)
+        return pd.DataFrame(cols)
+
+
+def _stream_table(g):
+    """Pivot per-(sockid, event) aggregates into one row per stream."""
+    import pandas as pd
+    table = pd.DataFrame(index=g.index.get_level_values(0).unique().sort_values())
+    table.index.name = "sockid"
+    table["first_ns"] = g["first"].groupby(level=0).min()
+    table["last_ns"] = g["last"].groupby(level=0).max()
+    for code in sorted(fmt.NETWORK_EVENTS):
+        name = Event(code).name.lower()
+        for what in ("records", "bytes"):
+            col = g[what].xs(code, level=1) if code in g.index.get_level_values(1) else None
+            table[f"{name}_{what}"] = (col.reindex(table.index).fillna(0).astype(np.int64)
+                                       if col is not None else 0)
+    return table
+
+
+def event_names(codes: np.ndarray):
+    """Event codes as a pandas Categorical of names (unknown codes in hex)."""
+    import pandas as pd
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    return pd.Categorical.from_codes(inverse, [fmt.event_name(int(c)) for c in uniq])
+
+
+def format_addresses(raw: np.ndarray) -> np.ndarray:
+    """16-byte addresses (IPv4 as ::ffff:a.b.c.d) to strings, one conversion per distinct address."""
+    import ipaddress
+    if len(raw) == 0:
+        return np.zeros(0, object)
+    uniq, inverse = np.unique(raw.reshape(len(raw), 16), axis=0, return_inverse=True)
+    names = []
+    for row in uniq:
+        addr = ipaddress.IPv6Address(row.tobytes())
+        names.append("" if not any(row) else str(addr.ipv4_mapped or addr))
+    return np.array(names, dtype=object)[inverse.reshape(-1)]
+
+
+def open_trace(path: str | os.PathLike, **kwargs) -> Trace:
+    """Open a trace (magnetlib.open)."""
+    return Trace(path, **kwargs)
