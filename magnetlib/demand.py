@@ -1,0 +1,199 @@
+"""Application demand: what a stream's application asked the network for, before any modulation.
+
+A stream's demand is its socket-layer series, SOCK_SEND (and SOCK_RECV for the
+other direction): (time, bytes) per call.  Calls that returned an error or moved
+no bytes (EOF reads) are not demand; they are counted, not silently dropped.
+The same extraction at a lower layer gives the post-modulation series.
+
+Demand files (read_demand/write_demand), chosen by extension:
+  .csv       header "sockid,time_ns,direction,size", time relative to the stream's start
+  .parquet   the same columns (needs pyarrow)
+  .magnet    a magnet trace holding only SOCK_SEND/SOCK_RECV records (the compact binary form)
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import format as fmt
+from .errors import TraceError
+from .format import Clock, Event
+from .meta import TraceMeta
+from .trace import Trace
+from .writer import empty_records, write
+
+SEND, RECV = 0, 1
+DIRECTIONS = {"send": SEND, "recv": RECV}
+DIRECTION_NAMES = np.array(["send", "recv"])
+# Time zero of demand traces written by write_demand: nonzero, as timestamps must be.
+DEMAND_EPOCH_NS = 1_000_000_000
+
+
+@dataclass
+class Demand:
+    """A series of application calls (or of one layer's events) of one or more streams.
+
+    time_ns    int64 ns since `start_ns` (the stream's first event at this layer)
+    size       int64 bytes, > 0
+    direction  int8, SEND or RECV
+    sockid     uint64 per call
+    errors     calls that returned an error (left out)
+    zero       calls that moved no bytes, e.g. EOF reads (left out)
+    """
+    time_ns: np.ndarray
+    size: np.ndarray
+    direction: np.ndarray
+    sockid: np.ndarray
+    start_ns: int = 0
+    errors: int = 0
+    zero: int = 0
+
+    def __len__(self) -> int:
+        return len(self.time_ns)
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.size.sum())
+
+    @property
+    def duration_ns(self) -> int:
+        return int(self.time_ns[-1] - self.time_ns[0]) if len(self) else 0
+
+    def only(self, direction: str) -> "Demand":
+        keep = self.direction == DIRECTIONS[direction]
+        return Demand(self.time_ns[keep], self.size[keep], self.direction[keep],
+                      self.sockid[keep], self.start_ns, self.errors, self.zero)
+
+    @classmethod
+    def from_arrays(cls, time_ns, size, direction=SEND, sockid=1) -> "Demand":
+        time_ns = np.asarray(time_ns, np.int64)
+        n = len(time_ns)
+        return cls(time_ns, np.asarray(size, np.int64),
+                   np.broadcast_to(np.asarray(direction, np.int8), n).copy(),
+                   np.broadcast_to(np.asarray(sockid, np.uint64), n).copy())
+
+
+def layer_codes(layer: str, direction: str) -> list[Event]:
+    if layer not in fmt.LAYERS:
+        raise ValueError(f"layer {layer!r}: use one of {fmt.LAYERS}")
+    wanted = ("send", "recv") if direction == "both" else (direction,)
+    return [ev for d in wanted for ev in fmt.layer_events(layer, d)]
+
+
+def extract(trace: Trace, sockid: int | None = None, direction: str = "both",
+            layer: str = "sock") -> Demand:
+    """The demand (layer "sock") or a lower layer's series of one stream, or of all."""
+    codes = layer_codes(layer, direction)
+    pos = trace.select(codes, sockid)
+    ns, size = trace.series(pos)
+    events = trace.column_at("event", pos)
+    sids = trace.column_at("sockid", pos)
+    errors, zero = int((size < 0).sum()), int((size == 0).sum())
+    good = size > 0
+    order = np.argsort(ns[good], kind="stable")       # CPUs may have reordered records
+    ns, size, events, sids = ns[good][order], size[good][order], events[good][order], sids[good][order]
+    recv_codes = [ev for ev in codes if fmt.NETWORK_EVENTS[ev][1] == "recv"]
+    start = int(ns[0]) if len(ns) else 0
+    return Demand(ns - start, size, np.isin(events, recv_codes).astype(np.int8),
+                  sids.astype(np.uint64), start_ns=start, errors=errors, zero=zero)
+
+
+def validate(demand: Demand, path: str) -> Demand:
+    """Refuse demand no replayer can honour: empty, non-positive sizes, time running backwards."""
+    if len(demand) == 0:
+        raise TraceError(path, "empty demand: no application calls that moved data")
+    if (demand.size <= 0).any():
+        i = int(np.argmax(demand.size <= 0))
+        raise TraceError(path, f"row {i}: size {int(demand.size[i])} is not a positive byte count")
+    if (demand.time_ns < 0).any():
+        i = int(np.argmax(demand.time_ns < 0))
+        raise TraceError(path, f"row {i}: negative time {int(demand.time_ns[i])} ns")
+    for sid in np.unique(demand.sockid):
+        t = demand.time_ns[demand.sockid == sid]
+        back = np.flatnonzero(np.diff(t) < 0)
+        if len(back):
+            raise TraceError(path, f"stream {int(sid)}: times out of order after "
+                                   f"{int(t[back[0]])} ns")
+    return demand
+
+
+# ------------------------------------------------------------------ files ---
+def write_demand(demand: Demand, path: str | os.PathLike) -> str:
+    """Write demand as CSV, Parquet or a compact magnet trace, by extension."""
+    path = os.fspath(path)
+    kind = _kind(path)
+    if kind == "magnet":
+        return _write_trace(demand, path)
+    frame = to_frame(demand)
+    tmp = path + ".tmp"
+    if kind == "csv":
+        frame.to_csv(tmp, index=False)
+    else:
+        frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def to_frame(demand: Demand):
+    import pandas as pd
+    return pd.DataFrame({"sockid": demand.sockid, "time_ns": demand.time_ns,
+                         "direction": DIRECTION_NAMES[demand.direction], "size": demand.size})
+
+
+def _write_trace(demand: Demand, path: str) -> str:
+    rec = empty_records(len(demand))
+    rec["sockid"] = demand.sockid
+    rec["timestamp"] = demand.time_ns + DEMAND_EPOCH_NS
+    rec["event"] = np.where(demand.direction == RECV, Event.SOCK_RECV, Event.SOCK_SEND)
+    rec["size"] = demand.size
+    meta = TraceMeta(anchor_ticks=DEMAND_EPOCH_NS, clock_source=Clock.SYNTHETIC,
+                     producer="magnet demand")
+    return write(path, rec, meta)
+
+
+def _kind(path: str) -> str:
+    ext = os.path.splitext(path)[1].lower()
+    kinds = {".csv": "csv", ".parquet": "parquet", ".magnet": "magnet", ".trace": "magnet"}
+    if ext not in kinds:
+        raise TraceError(path, f"unknown demand file type {ext!r} (use .csv, .parquet or .magnet)")
+    return kinds[ext]
+
+
+def read_demand(path: str | os.PathLike, sockid: int | None = None) -> Demand:
+    """Read and validate a demand file (CSV, Parquet, or any magnet trace's socket layer)."""
+    path = os.fspath(path)
+    if _kind(path) == "magnet":
+        with Trace(path) as trace:
+            demand = extract(trace.check(), sockid)
+    else:
+        demand = _read_table(path, sockid)
+    return validate(demand, path)
+
+
+def _read_table(path: str, sockid: int | None) -> Demand:
+    import pandas as pd
+    try:
+        frame = pd.read_csv(path) if _kind(path) == "csv" else pd.read_parquet(path)
+    except (OSError, ValueError, pd.errors.ParserError, ImportError) as e:
+        raise TraceError(path, f"cannot read demand: {str(e).splitlines()[0]}") from None
+    missing = {"time_ns", "size"} - set(frame.columns)
+    if missing:
+        raise TraceError(path, f"not a demand file: no column {', '.join(sorted(missing))}")
+    if "sockid" not in frame:
+        frame["sockid"] = 1
+    if "direction" not in frame:
+        frame["direction"] = "send"
+    if sockid is not None:
+        frame = frame[frame["sockid"] == sockid]
+    bad = ~frame["direction"].isin(list(DIRECTIONS))
+    if bad.any():
+        raise TraceError(path, f"row {int(np.argmax(bad.to_numpy()))}: direction must be send or recv")
+    try:
+        times = frame["time_ns"].to_numpy(np.int64)
+        sizes = frame["size"].to_numpy(np.int64)
+        sids = frame["sockid"].to_numpy(np.uint64)
+    except (ValueError, TypeError) as e:
+        raise TraceError(path, f"not a demand file: {e}") from None
+    return Demand(times, sizes, frame["direction"].map(DIRECTIONS).to_numpy(np.int8), sids)
