@@ -1,0 +1,65 @@
+"""Shared test helpers.
+
+Tests that need root, BPF, ns-3 or a tool skip with the reason where it is
+missing; under CI (the CI environment variable set) a missing prerequisite is
+a failure instead, so nothing passes by skipping there.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def require(ok: bool, reason: str) -> None:
+    """Skip (or, under CI, fail) unless `ok`."""
+    if ok:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"prerequisite missing under CI: {reason}")
+    pytest.skip(reason)
+
+
+def require_tool(name: str) -> str:
+    path = shutil.which(name)
+    require(path is not None, f"{name} is not installed")
+    return path
+
+
+def require_root() -> None:
+    require(os.geteuid() == 0, "needs root")
+
+
+def run_magnet(*args: str, input: bytes | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    """Run the installed `magnet` command; returns the completed process (text output)."""
+    proc = subprocess.run([str(BIN / "magnet"), *map(str, args)], input=input,
+                          capture_output=True, timeout=600)
+    proc.stdout_text = proc.stdout.decode("utf-8", "replace")
+    proc.stderr_text = proc.stderr.decode("utf-8", "replace")
+    if check and proc.returncode != 0:
+        raise AssertionError(f"magnet {' '.join(map(str, args))} failed ({proc.returncode}):\n"
+                             f"{proc.stderr_text}")
+    return proc
+
+
+def assert_clean_error(proc, *needles: str) -> None:
+    """Bad input: status 2, one line on stderr naming the problem, no traceback."""
+    err = proc.stderr_text
+    assert proc.returncode == 2, (proc.returncode, err)
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.fixture
+def magnet():
+    return run_magnet
