@@ -1,0 +1,67 @@
+# magnet: `make demo` and `make test` set up everything they need, then run.
+#
+#   make demo     capture, measure and replay (the headline study, a few minutes)
+#   make test     the whole test suite (root, BPF and ns-3 parts skip with a reason where missing)
+#   make bench    the benchmarks (minutes; figures on stdout)
+#   make setup    only the set-up: Debian packages and the .venv virtualenv
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+OUT    ?= out
+
+# Debian packages, by what needs them.
+APT_BUILD := gcc make
+
+.PHONY: all setup system-deps demo test bench header clean help
+
+all: help
+
+help:
+	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
+
+# Install missing Debian packages (as root); elsewhere say what is missing, and
+# fail under CI, where a missing prerequisite must not turn into skipped tests.
+define apt_ensure
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "setup: installing Debian packages:" $$missing; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "setup: missing Debian packages (not root, not installing):" $$missing >&2; \
+	    [ -z "$$CI" ] || exit 1; \
+	  fi; \
+	fi
+endef
+
+system-deps:
+	$(call apt_ensure,$(APT_BUILD))
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip install -q -e '.[test,parquet]'
+	touch $@
+
+setup: system-deps $(STAMP)
+
+demo: setup
+	@mkdir -p $(OUT)
+	$(VENV)/bin/magnet synth ftp --duration 30 -o $(OUT)/ftp-synthetic.magnet
+	$(VENV)/bin/magnet info $(OUT)/ftp-synthetic.magnet
+	$(VENV)/bin/magnet stats $(OUT)/ftp-synthetic.magnet
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) -m experiments.bench_parse
+
+# Regenerate the C header from the format description.
+header: $(STAMP)
+	$(PY) -m magnetlib.codegen capture/magnet_format.h
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis *.egg-info

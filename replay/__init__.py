@@ -1,0 +1,1 @@
+"""Replaying application demand into real TCP stacks (one or a chain) and into ns-3."""
