@@ -48,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("magnet: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:              # a bug of ours, not bad input: say so in one line
+        if os.environ.get("MAGNET_DEBUG"):
+            raise
+        print(f"magnet: internal error: {type(e).__name__}: {e} "
+              "(set MAGNET_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+        return 1
 
 
 def parse_main() -> int:
