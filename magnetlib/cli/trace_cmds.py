@@ -127,8 +127,9 @@ def cmd_parse(args) -> int:
         try:
             codes = [Event[name.strip().upper()] for name in args.events.split(",")]
         except KeyError as e:
-            raise SystemExit(f"magnet: unknown event name {e.args[0]} "
-                             f"(known: {', '.join(ev.name for ev in Event)})") from None
+            print(f"magnet: unknown event name {e.args[0]} "
+                  f"(known: {', '.join(ev.name for ev in Event)})", file=sys.stderr)
+            return 2
     start = 0 if args.header_records else trace.header_len
     ext = [f.name for f in fmt.EXT_FIELDS] if trace.has_ext else []
     out, first = sys.stdout, True
