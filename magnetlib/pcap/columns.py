@@ -24,12 +24,14 @@ import enum
 
 import numpy as np
 
-PACKET_DTYPE = np.dtype([
-    ("time_ns", "i8"), ("caplen", "u4"), ("origlen", "u4"), ("ip_len", "u4"), ("payload", "u4"),
-    ("seq", "u4"), ("ack", "u4"), ("sport", "u2"), ("dport", "u2"), ("flags", "u2"),
-    ("ip_version", "u1"), ("proto", "u1"), ("tcp_flags", "u1"),
-    ("saddr", "u1", (16,)), ("daddr", "u1", (16,)),
-])
+_FIELDS = [("time_ns", "i8"), ("caplen", "u4"), ("origlen", "u4"), ("ip_len", "u4"), ("payload", "u4"),
+           ("seq", "u4"), ("ack", "u4"), ("sport", "u2"), ("dport", "u2"), ("flags", "u2"),
+           ("ip_version", "u1"), ("proto", "u1"), ("tcp_flags", "u1"),
+           ("saddr", ("u1", (16,))), ("daddr", ("u1", (16,)))]
+# Every field naturally aligned and the record 80 bytes: column access stays fast.
+PACKET_DTYPE = np.dtype({"names": [n for n, _ in _FIELDS], "formats": [f for _, f in _FIELDS],
+                         "offsets": [0, 8, 12, 16, 20, 24, 28, 32, 34, 36, 38, 39, 40, 48, 64],
+                         "itemsize": 80})
 
 
 class Flag(enum.IntFlag):

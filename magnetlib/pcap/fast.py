@@ -43,7 +43,7 @@ MAX_LANES = 4096
 SYNC_WINDOW = 2048           # bytes searched for a lane's first record
 SYNC_DEPTH = 3               # records a guess must chain through
 SYNC_TRIES = 8               # candidates tried per lane
-CHUNK_PACKETS = 1 << 20      # packets decoded at a time (bounds the temporaries)
+CHUNK_PACKETS = 1 << 17      # packets decoded at a time: temporaries stay small
 MAX_SPAN_S = 5 * 366 * 86400  # a guessed record's time: within this of the first record's
 
 
@@ -237,14 +237,17 @@ class _Columns:
         return self.views[dtype]
 
     def gather(self, dtype: np.dtype, pos: np.ndarray):
-        """Records of `dtype` at byte positions `pos`, and whether they lie inside the file."""
+        """Records of `dtype` at byte positions `pos`, and whether they lie inside the file.
+
+        Gathered as raw bytes (a plain copy per record), then viewed as `dtype`."""
         inside = pos + dtype.itemsize <= self.size
-        return self.view(dtype)[np.where(inside, pos, 0)], inside
+        raw = self.view(np.dtype(f"V{dtype.itemsize}"))[np.where(inside, pos, 0)]
+        return raw.view(dtype), inside
 
     def records(self, offsets: np.ndarray) -> np.ndarray:
         """PACKET_DTYPE rows with the record header's columns filled in."""
         out = np.zeros(len(offsets), PACKET_DTYPE)
-        rec = self.hdr[offsets]
+        rec, _ = self.gather(self.hdr.dtype, offsets)
         ns = 1 if self.header.nanosecond else 1000
         out["time_ns"] = rec["sec"].astype(np.int64) * 1_000_000_000 + rec["frac"].astype(np.int64) * ns
         out["caplen"], out["origlen"] = rec["caplen"], rec["origlen"]
@@ -292,36 +295,36 @@ class _Columns:
     def network(self, out, l3: np.ndarray, room: np.ndarray, version: np.ndarray, ok: np.ndarray):
         """IP and transport columns of the plain packets; clears `ok` for the others."""
         ip, inside = self.gather(IP, l3)
-        v4, v6 = version == 4, version == 6
-        ihl = (ip["vhl"] & 0x0F).astype(np.int64) * 4
+        v4 = version == 4
+        vhl = ip["vhl"].copy()                  # each field converted once to a native array
+        ihl = (vhl & 0x0F).astype(np.int32) * 4
+        len4, plen = ip["len4"].astype(np.int32), ip["plen"].astype(np.int32)
         hdr = np.where(v4, ihl, 40)
-        length = np.where(v4, ip["len4"], ip["plen"].astype(np.int64) + 40)
+        length = np.where(v4, len4, plen + 40)
         proto = np.where(v4, ip["proto4"], ip["nxt"])
-        ok &= inside & ((ip["vhl"] >> 4) == version)
-        ok &= np.where(v4, (ihl >= 20) & ((ip["frag"] & 0x3FFF) == 0) & (ip["len4"] != 0),
-                       ip["plen"] != 0)
-        tcp, udp = proto == IPPROTO_TCP, proto == IPPROTO_UDP
-        ok &= (tcp | udp) & (room >= hdr + np.where(tcp, TCP_MIN_HEADER, UDP_HEADER))
+        ok &= inside & ((vhl >> 4) == version)
+        ok &= np.where(v4, (ihl >= 20) & ((ip["frag"] & 0x3FFF) == 0) & (len4 != 0), plen != 0)
+        tcp = proto == IPPROTO_TCP
+        ok &= (tcp | (proto == IPPROTO_UDP)) & (room >= hdr + np.where(tcp, TCP_MIN_HEADER, UDP_HEADER))
         seg, inside = self.gather(L4, l3 + hdr)
-        thdr = np.where(tcp, (seg["doff"] >> 4).astype(np.int64) * 4, UDP_HEADER)
+        thdr = np.where(tcp, (seg["doff"] >> 4).astype(np.int32) * 4, UDP_HEADER)
         ok &= inside & (~tcp | (thdr >= TCP_MIN_HEADER)) & (length >= hdr + thdr)
-        sel = np.flatnonzero(ok)
-        o = out[sel]
-        o["ip_version"], o["proto"], o["ip_len"] = version[sel], proto[sel], length[sel]
-        o["payload"] = (length - hdr - thdr)[sel]
-        o["sport"], o["dport"] = seg["sport"][sel], seg["dport"][sel]
+        every = bool(ok.all())
+        sel = slice(None) if every else np.flatnonzero(ok)
         is_tcp = tcp[sel]
-        o["seq"] = np.where(is_tcp, seg["seq"][sel], 0)
-        o["ack"] = np.where(is_tcp, seg["ack"][sel], 0)
-        o["tcp_flags"] = np.where(is_tcp, seg["flags"][sel], 0)
-        s4 = v4[sel]
-        ip = ip[sel]
+        columns = {"ip_version": version, "proto": proto, "ip_len": length,
+                   "payload": length - hdr - thdr, "sport": seg["sport"], "dport": seg["dport"]}
+        for name, value in columns.items():
+            out[name][sel] = value[sel]
+        for name in ("seq", "ack"):
+            out[name][sel] = np.where(is_tcp, seg[name][sel], 0)
+        out["tcp_flags"][sel] = np.where(is_tcp, seg["flags"][sel], 0)
+        ip, s4 = ip[sel], v4[sel]
         for name, v4name, v6name in (("saddr", "src4", "src6"), ("daddr", "dst4", "dst6")):
-            col = np.where(s4[:, None], 0, ip[v6name])
-            col[s4, 10:12] = 0xFF
-            col[s4, 12:] = ip[v4name][s4]
-            o[name] = col
-        out[sel] = o
+            col = ip[v6name].copy()
+            col[s4] = np.concatenate([np.broadcast_to(np.frombuffer(V4_MAPPED, np.uint8), (int(s4.sum()), 12)),
+                                      ip[v4name][s4]], axis=1) if s4.any() else col[s4]
+            out[name][sel] = col
 
 
 def read_fast(path: str) -> Capture | None:
