@@ -8,6 +8,7 @@
 from .capture import Capture
 from .columns import MALFORMED, PACKET_DTYPE, Flag
 from .reader import read_dpkt
+from . import columns, compare, convert, flows, offload, writer  # noqa: E402  (submodules)
 
 
 def read(path, engine: str = "auto") -> Capture:

@@ -197,6 +197,8 @@ def _placeholders(p: np.ndarray, sid: np.ndarray, is_send: np.ndarray) -> None:
     seq = np.zeros(len(p), np.int64)
     for direction in (True, False):
         sel = np.flatnonzero(is_send == direction)
+        if not len(sel):
+            continue
         order = sel[np.lexsort((np.arange(len(sel)), k[sel]))]
         csum = np.cumsum(size[order])
         starts = np.flatnonzero(np.r_[True, k[order][1:] != k[order][:-1]])

@@ -1,0 +1,319 @@
+"""Application demand next to the wire: a trace's streams against a capture's flows.
+
+Matching (one flow per stream, at most one stream per flow):
+  * by addresses: a stream whose extended data has ADDR (ports and addresses)
+    matches the TCP flow with the same two endpoints;
+  * otherwise by time and size: the bytes the application sent and received
+    (SOCK_SEND/SOCK_RECV) against the bytes each direction of a flow carried
+    (its sequence-number span, so retransmissions do not count twice), plus
+    the overlap of their time spans when the trace has a wall-clock anchor.
+    The best pairs are taken greedily; a pair whose bytes differ by more than
+    MAX_SIZE_MISMATCH is no match.
+
+Per matched stream the comparison holds: the Table II rows (metrics.stack_table)
+of the application and the wire in each direction, their size and spacing
+distributions side by side, the lag from each application write to the first
+and last of its bytes on the wire (from TCP sequence numbers; for reads, from
+the wire to the read), and what is in one but not the other: application bytes
+never seen on the wire, wire bytes outside the application's, retransmissions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..format import Event, ExtValid
+from ..metrics import stack_table
+from ..trace import Trace
+from .capture import Capture
+from .columns import TCP_SYN
+from .flows import Flows, _endpoint_keys, group
+
+MAX_SIZE_MISMATCH = 0.05
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
+
+
+@dataclass
+class Series:
+    ns: np.ndarray          # wall-clock ns (trace times converted with the clock offset)
+    size: np.ndarray
+    seq: np.ndarray | None = None       # wire only: relative sequence number of the first byte
+
+
+@dataclass
+class StreamComparison:
+    sockid: int
+    flow: int
+    how: str                              # "addresses" or "time and size"
+    local_side: int                       # flow direction the stream's sends travel (0 or 1)
+    app: dict[str, Series] = field(default_factory=dict)    # "send"/"recv"
+    wire: dict[str, Series] = field(default_factory=dict)
+    retransmissions: dict[str, int] = field(default_factory=dict)
+
+    def table(self, direction: str):
+        """Table II rows: the application, then the wire."""
+        rows = [(f"Application ({'SOCK_SEND' if direction == 'send' else 'SOCK_RECV'})",
+                 self.app[direction].ns, self.app[direction].size),
+                ("Wire (pcap)", self.wire[direction].ns, self.wire[direction].size)]
+        return stack_table(rows)
+
+    def distributions(self, direction: str):
+        """Quantiles of size and spacing, application next to wire."""
+        import pandas as pd
+        cols = {"quantile": [f"p{q * 100:g}" for q in QUANTILES]}
+        for who, s in (("app", self.app[direction]), ("wire", self.wire[direction])):
+            gaps = np.diff(np.sort(s.ns)) / 1e9
+            cols[f"{who} size"] = _quantiles(s.size)
+            cols[f"{who} gap s"] = _quantiles(gaps)
+        return pd.DataFrame(cols)
+
+    def lag(self, direction: str) -> dict[str, np.ndarray]:
+        """Per application call: ns from the call to its first and last byte on the wire
+        (send), or from the wire packet that brought its last byte to the call (recv).
+        NaN for bytes the wire never carried."""
+        app, wire = self.app[direction], self.wire[direction]
+        order = np.argsort(wire.ns, kind="stable")
+        t, end = wire.ns[order], np.maximum.accumulate(wire.seq[order] + wire.size[order]) \
+            if len(order) else np.zeros(0, np.int64)
+        start = np.cumsum(app.size) - app.size           # each call's first byte in the stream
+
+        def when(byte):
+            i = np.searchsorted(end, byte, side="right")
+            return np.where(i < len(t), t[np.minimum(i, len(t) - 1)] if len(t) else 0, -1)
+
+        first, last = when(start), when(start + app.size - 1)
+        out = {}
+        for name, w in (("first", first), ("last", last)):
+            lag = (w - app.ns if direction == "send" else app.ns - w).astype(np.float64)
+            out[name] = np.where(w < 0, np.nan, lag)
+        return out
+
+    def unmatched(self, direction: str) -> dict[str, int]:
+        """Bytes in one but not the other, and retransmitted wire packets."""
+        app, wire = self.app[direction], self.wire[direction]
+        app_bytes = int(app.size.sum())
+        wire_top = int((wire.seq + wire.size).max()) if len(wire.size) else 0
+        return {"app bytes not on the wire": max(app_bytes - wire_top, 0),
+                "wire bytes beyond the app's": max(wire_top - app_bytes, 0),
+                "retransmitted wire packets": self.retransmissions.get(direction, 0)}
+
+
+def _quantiles(v: np.ndarray) -> list[float]:
+    v = np.asarray(v, np.float64)
+    return [float(np.quantile(v, q)) if len(v) else np.nan for q in QUANTILES]
+
+
+@dataclass
+class Comparison:
+    streams: list[StreamComparison]
+    unmatched_streams: list[int]
+    unmatched_flows: list[int]
+    flows: Flows
+    clock_offset_ns: int
+    clock_note: str
+
+
+# --------------------------------------------------------------- matching ---
+def _app_series(trace: Trace, sockid: int, event: Event) -> tuple[np.ndarray, np.ndarray]:
+    ns, size = trace.series(trace.select(event, sockid))
+    keep = size > 0
+    return ns[keep], size[keep]
+
+
+def _stream_ids(trace: Trace) -> np.ndarray:
+    streams = trace.streams()
+    if streams.empty:
+        return np.zeros(0, np.uint64)
+    has_app = (streams["sock_send_records"] + streams["sock_recv_records"]) > 0
+    return streams.index[has_app].to_numpy(np.uint64)
+
+
+def _stream_endpoints(trace: Trace, sockid: int):
+    """(local key, remote key) from the first send-path record with ADDR, or None."""
+    if not trace.has_ext:
+        return None
+    pos = trace.select(None, sockid)
+    valid = trace.column_at("valid", pos)
+    ev = trace.column_at("event", pos)
+    send = np.isin(ev, [Event.SOCK_SEND, Event.TCP_SEND, Event.TCP_RETRANS, Event.IP_SEND,
+                        Event.DEV_SEND, Event.SOCK_RECV])
+    at = np.flatnonzero(((valid & ExtValid.ADDR) != 0) & send)
+    if not len(at):
+        return None
+    r = trace.records[pos[at[:1]]]
+    sport = trace.column_at("sport", pos[at[:1]])
+    dport = trace.column_at("dport", pos[at[:1]])
+    return _endpoint_keys(r["saddr"], sport)[0], _endpoint_keys(r["daddr"], dport)[0]
+
+
+def _flow_endpoints(cap: Capture, flows: Flows) -> tuple[np.ndarray, np.ndarray]:
+    """Side A and side B keys of each flow."""
+    p = cap.packets[flows.index]
+    first = np.full(len(flows), -1, np.int64)
+    at = np.flatnonzero(flows.direction == 0)[::-1]
+    first[flows.flow[at]] = at
+    has = first >= 0
+    a = np.zeros((len(flows), 3), np.uint64)
+    b = np.zeros((len(flows), 3), np.uint64)
+    q = p[first[has]]
+    a[has], b[has] = _endpoint_keys(q["saddr"], q["sport"]), _endpoint_keys(q["daddr"], q["dport"])
+    return a, b
+
+
+def _seq_span(p: np.ndarray) -> tuple[np.ndarray, int]:
+    """Relative sequence numbers of data packets (first byte 0), and the bytes the span covers."""
+    if not len(p):
+        return np.zeros(0, np.int64), 0
+    seq = p["seq"].astype(np.int64)
+    syn = np.flatnonzero(p["tcp_flags"] & TCP_SYN)
+    base = (seq[syn[0]] + 1) if len(syn) else seq[np.argmin(p["time_ns"])]
+    rel = (seq - base) % (1 << 32)
+    rel = np.where(rel > (1 << 31), rel - (1 << 32), rel)       # before the base: negative
+    data = p["payload"] > 0
+    top = int((rel + p["payload"])[data].max()) if data.any() else 0
+    return rel, top
+
+
+def compare(trace: Trace, cap: Capture) -> Comparison:
+    """Match streams to flows and line up each matched pair (see the module doc)."""
+    flows = group(cap)
+    tcp_flows = np.flatnonzero(flows.table["proto"].to_numpy() == "tcp")
+    offset, note = _clock(trace)
+    sids = _stream_ids(trace)
+    a_keys, b_keys = _flow_endpoints(cap, flows)
+    pairs, rest = [], []
+    taken = set()
+    for sid in sids:
+        ends = _stream_endpoints(trace, int(sid))
+        if ends is None:
+            rest.append(int(sid))
+            continue
+        local, remote = ends
+        hit_a = (a_keys == local).all(1) & (b_keys == remote).all(1)
+        hit_b = (b_keys == local).all(1) & (a_keys == remote).all(1)
+        cand = [f for f in tcp_flows if (hit_a[f] or hit_b[f]) and f not in taken]
+        if cand:
+            taken.add(cand[0])
+            pairs.append((int(sid), cand[0], "addresses", 0 if hit_a[cand[0]] else 1))
+        else:
+            rest.append(int(sid))
+    free = [f for f in tcp_flows if f not in taken]
+    by_size, rest = _match_by_size(trace, cap, flows, rest, free, offset)
+    pairs += by_size
+    streams = [_line_up(trace, cap, flows, sid, f, how, side, offset) for sid, f, how, side in pairs]
+    matched_flows = {f for _, f, _, _ in pairs}
+    return Comparison(streams, rest, [int(f) for f in tcp_flows if f not in matched_flows],
+                      flows, offset, note)
+
+
+def _clock(trace: Trace) -> tuple[int, str]:
+    """ns to add to trace times to get Unix time."""
+    if trace.meta.wall_anchor_ns is not None:
+        return trace.meta.wall_anchor_ns - trace.start_ns, "trace times placed by its wall-clock anchor"
+    return 0, "the trace has no wall-clock anchor: its times are aligned to the capture by the first data"
+
+
+def _match_by_size(trace, cap, flows, sids, free, offset):
+    """Greedy pairs of (stream, flow) whose byte counts agree best (see the module doc)."""
+    if not sids or not free:
+        return [], sids
+    p = cap.packets
+    cost = np.full((len(sids), len(free), 2), np.inf)
+    for j, f in enumerate(free):
+        span = [_seq_span(p[flows.packets(cap, f, d)])[1] for d in (0, 1)]
+        first, last = flows.table.loc[f, "first_ns"], flows.table.loc[f, "last_ns"]
+        for i, sid in enumerate(sids):
+            send = _app_series(trace, sid, Event.SOCK_SEND)
+            recv = _app_series(trace, sid, Event.SOCK_RECV)
+            sent, got = int(send[1].sum()), int(recv[1].sum())
+            for side in (0, 1):
+                out, back = span[side], span[1 - side]
+                mismatch = (abs(sent - out) + abs(got - back)) / max(sent + got, out + back, 1)
+                if mismatch > MAX_SIZE_MISMATCH:
+                    continue
+                cost[i, j, side] = mismatch + _time_penalty(send[0], recv[0], offset, first, last,
+                                                            trace.meta.wall_anchor_ns is not None)
+    pairs, used_s, used_f = [], set(), set()
+    for flat in np.argsort(cost, axis=None):
+        i, j, side = np.unravel_index(flat, cost.shape)
+        if not np.isfinite(cost[i, j, side]):
+            break
+        if i in used_s or j in used_f:
+            continue
+        used_s.add(i)
+        used_f.add(j)
+        pairs.append((sids[i], free[j], "time and size", int(side)))
+    return pairs, [s for i, s in enumerate(sids) if i not in used_s]
+
+
+def _time_penalty(send_ns, recv_ns, offset, first, last, anchored) -> float:
+    """0 when the stream's calls fall inside the flow's span, up to 1 when they miss it."""
+    if not anchored:
+        return 0.0
+    t = np.concatenate([send_ns, recv_ns]) + offset
+    if not len(t):
+        return 1.0
+    inside = np.mean((t >= first - 1e9) & (t <= last + 1e9))
+    return float(1.0 - inside)
+
+
+def _line_up(trace, cap, flows, sid, flow, how, side, offset) -> StreamComparison:
+    p = cap.packets
+    s = StreamComparison(sid, int(flow), how, side)
+    for direction, event, wire_dir in (("send", Event.SOCK_SEND, side), ("recv", Event.SOCK_RECV, 1 - side)):
+        ns, size = _app_series(trace, sid, event)
+        q = p[flows.packets(cap, flow, wire_dir)]
+        rel, _ = _seq_span(q)
+        data = q["payload"] > 0
+        s.app[direction] = Series(ns + offset, size)
+        s.wire[direction] = Series(q["time_ns"][data], q["payload"][data].astype(np.int64), rel[data])
+        w = s.wire[direction]
+        order = np.argsort(w.ns, kind="stable")
+        ends = (w.seq + w.size)[order]
+        seen = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends[:-1]]) if len(ends) else ends
+        s.retransmissions[direction] = int(np.count_nonzero(ends <= seen))
+    if trace.meta.wall_anchor_ns is None:
+        _align_first_data(s)
+    return s
+
+
+def _align_first_data(s: StreamComparison) -> None:
+    """Without a wall clock: shift the application's times so its first send meets the wire's."""
+    for direction in ("send", "recv"):
+        app, wire = s.app[direction], s.wire[direction]
+        if len(app.ns) and len(wire.ns):
+            shift = int(wire.ns.min() - app.ns.min())
+            for d in ("send", "recv"):
+                s.app[d].ns = s.app[d].ns + shift
+            return
+
+
+# ------------------------------------------------------------------ plot ---
+def plot_fig8(s: StreamComparison, path: str, start_s: float | None = None, span_s: float = 1.0,
+              direction: str = "send") -> str:
+    """One second of application calls and wire packets, as the paper's Fig. 8."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    app, wire = s.app[direction], s.wire[direction]
+    t0 = min(app.ns.min() if len(app.ns) else np.inf, wire.ns.min() if len(wire.ns) else np.inf)
+    lo = t0 + (start_s or 0.0) * 1e9
+    hi = lo + span_s * 1e9
+    fig, axes = plt.subplots(2, 1, sharex=True, figsize=(8, 5))
+    label = "writes" if direction == "send" else "reads"
+    for ax, series, title in ((axes[0], app, f"application {label} (SOCK_{direction.upper()})"),
+                              (axes[1], wire, "wire packets (pcap), TCP payload")):
+        keep = (series.ns >= lo) & (series.ns < hi)
+        x = (series.ns[keep] - lo) / 1e9
+        ax.vlines(x, 0, series.size[keep], linewidth=0.8)
+        ax.set_ylabel("bytes")
+        ax.set_title(title, fontsize=10)
+        ax.set_ylim(bottom=0)
+    axes[1].set_xlabel(f"seconds (from {(lo - t0) / 1e9:g} s into the stream)")
+    axes[1].set_xlim(0, span_s)
+    fig.suptitle(f"stream {s.sockid:#x}: application vs wire")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
