@@ -86,7 +86,7 @@ def _loopback(order: str):
         if len(buf) < 4:
             raise Skip(Flag.TRUNCATED)
         family = struct.unpack_from(order, buf)[0]
-        if order == "=" and family & 0xFFFF0000:            # written on the other byte order
+        if order == "=I" and family & 0xFFFF0000:           # written on the other byte order
             family = struct.unpack_from(">I" if struct.pack("=I", 1)[0] else "<I", buf)[0]
         if family == AF_INET:
             return _strict(_IP, buf[4:]), 4
