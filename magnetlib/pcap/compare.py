@@ -148,17 +148,9 @@ def _stream_endpoints(trace: Trace, sockid: int):
 
 
 def _flow_endpoints(cap: Capture, flows: Flows) -> tuple[np.ndarray, np.ndarray]:
-    """Side A and side B keys of each flow."""
-    p = cap.packets[flows.index]
-    first = np.full(len(flows), -1, np.int64)
-    at = np.flatnonzero(flows.direction == 0)[::-1]
-    first[flows.flow[at]] = at
-    has = first >= 0
-    a = np.zeros((len(flows), 3), np.uint64)
-    b = np.zeros((len(flows), 3), np.uint64)
-    q = p[first[has]]
-    a[has], b[has] = _endpoint_keys(q["saddr"], q["sport"]), _endpoint_keys(q["daddr"], q["dport"])
-    return a, b
+    """Side A and side B keys of each flow (from its opening packet, sent by A)."""
+    q = cap.packets[flows.index[flows.opener]]
+    return _endpoint_keys(q["saddr"], q["sport"]), _endpoint_keys(q["daddr"], q["dport"])
 
 
 def _seq_span(p: np.ndarray) -> tuple[np.ndarray, int]:

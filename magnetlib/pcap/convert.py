@@ -55,7 +55,7 @@ def infer_local(cap: Capture, flows) -> LocalHost | None:
     if not len(flows.index):
         return None
     p = cap.packets[flows.index]
-    opener = _first_per_flow(flows.flow, len(flows))
+    opener = flows.opener
     ends = np.concatenate([p["saddr"][opener], p["daddr"][opener]])
     uniq, counts = np.unique(ends, axis=0, return_counts=True)
     best = np.flatnonzero(counts == counts.max())
@@ -63,13 +63,6 @@ def infer_local(cap: Capture, flows) -> LocalHost | None:
         return LocalHost(uniq[best[0]].tobytes(), f"in {counts.max()} of {len(flows)} flows")
     return LocalHost(p["saddr"][0].tobytes(), "the sender of the first packet (every address is "
                                               f"in {counts.max()} of {len(flows)} flows)")
-
-
-def _first_per_flow(flow: np.ndarray, n: int) -> np.ndarray:
-    pos = np.full(n, -1, np.int64)
-    at = np.arange(len(flow))[::-1]
-    pos[flow[at]] = at
-    return pos
 
 
 @dataclass

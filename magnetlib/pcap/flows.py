@@ -20,6 +20,7 @@ class Flows:
     index: np.ndarray       # positions in the capture of the flow packets, in capture order
     flow: np.ndarray        # flow id (0..n-1, by first appearance) of each of those packets
     direction: np.ndarray   # 0: from side A (the initiator), 1: towards it
+    opener: np.ndarray      # per flow: where in `index` its opening packet (sent by side A) is
     table: object           # pandas DataFrame, one row per flow
 
     def __len__(self) -> int:
@@ -66,21 +67,20 @@ def group(cap: Capture) -> Flows:
     nflows = len(first)
     # Side A: the first SYN's sender, else the first packet's.
     syn = (q["proto"] == IPPROTO_TCP) & ((q["tcp_flags"] & (TCP_SYN | TCP_ACK)) == TCP_SYN)
-    opener = np.full(nflows, -1, np.int64)
-    syn_at = np.flatnonzero(syn)[::-1]
-    opener[flow[syn_at]] = syn_at                      # the last write wins: the earliest SYN
+    opener = first_of(flow, nflows, syn)
     no_syn = opener < 0
-    opener[no_syn] = _first_positions(flow, nflows)[no_syn]
+    opener[no_syn] = first_of(flow, nflows)[no_syn]
     a_low = src_low[opener]                            # is side A the low endpoint?
     direction = (src_low != a_low[flow]).astype(np.int8)
     table = _table(q, flow, direction, opener, nflows, syn)
-    return Flows(index, flow, direction, table)
+    return Flows(index, flow, direction, opener, table)
 
 
-def _first_positions(flow: np.ndarray, n: int) -> np.ndarray:
+def first_of(flow: np.ndarray, n: int, where: np.ndarray | None = None) -> np.ndarray:
+    """Per flow id, the position of its first packet (among `where`), -1 for none."""
     pos = np.full(n, -1, np.int64)
-    at = np.arange(len(flow))[::-1]
-    pos[flow[at]] = at
+    at = (np.arange(len(flow)) if where is None else np.flatnonzero(where))[::-1]
+    pos[flow[at]] = at                                 # the last write wins: the earliest
     return pos
 
 

@@ -35,6 +35,24 @@ def rows_to_packets(rows: list[tuple]) -> np.ndarray:
     return out.view(PACKET_DTYPE)
 
 
+class Rows:
+    """Row tuples gathered into PACKET_DTYPE blocks as they come: memory stays near the
+    size of the result, not of millions of Python tuples."""
+    BLOCK = 1 << 16
+
+    def __init__(self):
+        self.blocks, self.rows = [], []
+
+    def append(self, r: tuple) -> None:
+        self.rows.append(r)
+        if len(self.rows) == self.BLOCK:
+            self.blocks.append(rows_to_packets(self.rows))
+            self.rows = []
+
+    def packets(self) -> np.ndarray:
+        return np.concatenate(self.blocks + [rows_to_packets(self.rows)])
+
+
 def row(time_ns, caplen, origlen, rflags, decoded: tuple) -> tuple:
     ip_len, payload, seq, ack, sport, dport, flags, version, proto, tflags, saddr, daddr = decoded
     return (time_ns, caplen, origlen, ip_len, payload, seq, ack, sport, dport, flags | rflags,
@@ -48,7 +66,7 @@ def read_dpkt(path: str) -> Capture:
     if kind == "pcapng":
         return _read_pcapng(path, data, size)
     header = files.pcap_header(path, data, size)
-    rows = []
+    rows = Rows()
     walker = files.walk_pcap(header, data, size)
     link = header.linktype
     while True:
@@ -59,15 +77,16 @@ def read_dpkt(path: str) -> Capture:
             break
         rows.append(row(time_ns, caplen, origlen, rflags,
                         decode(link, data[start:start + caplen], origlen)))
-    return Capture(path, rows_to_packets(rows), "pcap", [link], header.snaplen, header.byteorder,
+    return Capture(path, rows.packets(), "pcap", [link], header.snaplen, header.byteorder,
                    header.nanosecond, [end.problem] if end.problem else [], end.trailing_bytes)
 
 
 def _read_pcapng(path: str, data, size: int) -> Capture:
     info = pcapng.Walk()
-    rows = [row(time_ns, caplen, origlen, rflags, decode(link, data[start:start + caplen], origlen))
-            for time_ns, caplen, origlen, rflags, link, start in pcapng.walk(path, data, size, info)]
+    rows = Rows()
+    for time_ns, caplen, origlen, rflags, link, start in pcapng.walk(path, data, size, info):
+        rows.append(row(time_ns, caplen, origlen, rflags, decode(link, data[start:start + caplen], origlen)))
     end = info.end
-    return Capture(path, rows_to_packets(rows), "pcapng", sorted(info.linktypes), info.snaplen,
+    return Capture(path, rows.packets(), "pcapng", sorted(info.linktypes), info.snaplen,
                    info.byteorder, False, [end.problem] if end.problem else [], end.trailing_bytes,
                    interface_drops=info.drops)
