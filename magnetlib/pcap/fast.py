@@ -77,27 +77,26 @@ class _Walker:
         landing = np.zeros(len(starts), np.int64)
         kind = np.zeros(len(starts), np.int8)
         lanes, offs = [], []
-        active = np.arange(len(starts))
-        cur = starts.astype(np.int64)
+        active = np.arange(len(starts), dtype=np.int16)      # int16: a radix sort later
+        off, bound = starts.astype(np.int64), bounds.astype(np.int64)
         while len(active):
-            off = cur[active]
             c = caplen[np.minimum(off + 8, size - 4)].astype(np.int64)
-            done = off >= bounds[active]
-            short = ~done & (size - off < RH)
-            bogus = ~done & ~short & (c > limit)
-            trunc = ~done & ~short & ~bogus & (off + RH + c > size)
-            stop = done | short | bogus | trunc
+            nxt = off + RH + c
+            stop = (off >= bound) | (nxt > size) | (c > limit)   # a short header also overruns
             if stop.any():
-                where = active[stop]
-                landing[where] = off[stop]
-                kind[where] = (files.STOP_SHORT_HEADER * short + files.STOP_BOGUS_LENGTH * bogus
-                               + files.STOP_TRUNCATED * trunc)[stop]
+                o, cs = off[stop], c[stop]
+                done, short = o >= bound[stop], size - o < RH
+                bogus = ~done & ~short & (cs > limit)
+                trunc = ~done & ~short & ~bogus
+                landing[active[stop]] = o
+                kind[active[stop]] = np.where(done, files.STOP_NONE, np.where(
+                    short, files.STOP_SHORT_HEADER, np.where(bogus, files.STOP_BOGUS_LENGTH, files.STOP_TRUNCATED)))
                 keep = ~stop
-                active, off, c = active[keep], off[keep], c[keep]
+                active, off, nxt, bound = active[keep], off[keep], nxt[keep], bound[keep]
             lanes.append(active)
             offs.append(off)
-            cur[active] = off + RH + c
-        return (np.concatenate(lanes) if lanes else np.zeros(0, np.int64),
+            off = nxt
+        return (np.concatenate(lanes) if lanes else np.zeros(0, np.int16),
                 np.concatenate(offs) if offs else np.zeros(0, np.int64), landing, kind)
 
     def plausible(self, pos: np.ndarray, t0: int) -> np.ndarray:
@@ -244,16 +243,14 @@ class _Columns:
         raw = self.view(np.dtype(f"V{dtype.itemsize}"))[np.where(inside, pos, 0)]
         return raw.view(dtype), inside
 
-    def records(self, offsets: np.ndarray) -> np.ndarray:
-        """PACKET_DTYPE rows with the record header's columns filled in."""
-        out = np.zeros(len(offsets), PACKET_DTYPE)
+    def records(self, offsets: np.ndarray, out: np.ndarray) -> None:
+        """Fill in the record header's columns of `out` (zeroed PACKET_DTYPE rows)."""
         rec, _ = self.gather(self.hdr.dtype, offsets)
         ns = 1 if self.header.nanosecond else 1000
         out["time_ns"] = rec["sec"].astype(np.int64) * 1_000_000_000 + rec["frac"].astype(np.int64) * ns
         out["caplen"], out["origlen"] = rec["caplen"], rec["origlen"]
         bad = (rec["origlen"] < rec["caplen"]) | (rec["frac"] >= self.header.frac_limit)
         out["flags"] = np.where(bad, np.uint16(Flag.BAD_RECORD), np.uint16(0))
-        return out
 
     def decode(self, out: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Fill in the plain packets of `out`; returns the mask of those decoded."""
@@ -320,11 +317,11 @@ class _Columns:
             out[name][sel] = np.where(is_tcp, seg[name][sel], 0)
         out["tcp_flags"][sel] = np.where(is_tcp, seg["flags"][sel], 0)
         ip, s4 = ip[sel], v4[sel]
+        mapped = np.empty((len(s4), 16), np.uint8)          # IPv4 as ::ffff:a.b.c.d
+        mapped[:, :10], mapped[:, 10:12] = 0, 0xFF
         for name, v4name, v6name in (("saddr", "src4", "src6"), ("daddr", "dst4", "dst6")):
-            col = ip[v6name].copy()
-            col[s4] = np.concatenate([np.broadcast_to(np.frombuffer(V4_MAPPED, np.uint8), (int(s4.sum()), 12)),
-                                      ip[v4name][s4]], axis=1) if s4.any() else col[s4]
-            out[name][sel] = col
+            mapped[:, 12:] = ip[v4name]
+            out[name][sel] = np.where(s4[:, None], mapped, ip[v6name])
 
 
 def read_fast(path: str) -> Capture | None:
@@ -338,7 +335,8 @@ def read_fast(path: str) -> Capture | None:
     cols, fallback = _Columns(data, size, header), 0
     for lo in range(0, len(offsets), CHUNK_PACKETS):
         part = offsets[lo:lo + CHUNK_PACKETS]
-        decoded = cols.records(part)
+        decoded = packets[lo:lo + len(part)]               # filled in place
+        cols.records(part, decoded)
         if header.linktype in SUPPORTED_LINKS:
             rest = np.flatnonzero(~cols.decode(decoded, part))
             if len(rest):
@@ -346,7 +344,6 @@ def read_fast(path: str) -> Capture | None:
                 fallback += len(rest)
         else:
             decoded["flags"] |= np.uint16(Flag.UNKNOWN_LINK)
-        packets[lo:lo + len(part)] = decoded
     return Capture(path, packets, "pcap", [header.linktype], header.snaplen, header.byteorder,
                    header.nanosecond, [end.problem] if end.problem else [], end.trailing_bytes,
                    engine="fast", fallback=fallback)
