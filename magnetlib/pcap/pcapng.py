@@ -148,5 +148,7 @@ def _packet(data, off, blen, btype, order, interfaces, base, last_ns):
             caplen, flags = max(body_end - start, 0), int(Flag.BAD_RECORD)
         if origlen < caplen:
             flags |= Flag.BAD_RECORD
+    if not 0 <= time_ns < 1 << 63:                      # a resolution no clock ticks at
+        time_ns, flags = 0, flags | Flag.BAD_RECORD
     linktype = iface.linktype if iface else -1
     return time_ns, caplen, origlen, flags, linktype, start
