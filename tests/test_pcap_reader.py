@@ -1,6 +1,4 @@
 """Reading captures: the fast path equals the dpkt path packet by packet; bad input never crashes."""
-import os
-import shutil
 import struct
 from pathlib import Path
 
@@ -15,7 +13,7 @@ from magnetlib.pcap import Flag
 from magnetlib.pcap.fast import read_fast
 from magnetlib.pcap.writer import synthetic_packets, write_pcap
 
-from .conftest import assert_clean_error, require
+from .conftest import assert_clean_error
 from .pcapgen import T0, frames, write_classic, write_pcapng
 
 DATA = Path(__file__).parent / "data" / "tcpdump"

@@ -6,7 +6,6 @@ import sys
 import numpy as np
 
 from .. import pcap
-from ..format import Event
 from ..writer import write
 from .common import add_stream_arg, human_bytes, open_checked, print_frame, Status, warn
 
@@ -58,10 +57,7 @@ def _reader_args(p) -> None:
 
 def read_capture(args) -> pcap.Capture:
     """Read a capture, reporting what could not be read (status 2) and offload artefacts."""
-    try:
-        cap = pcap.read(args.pcap, engine=args.engine)
-    except ValueError as e:
-        raise SystemExit(f"magnet: {e}") from None
+    cap = pcap.read(args.pcap, engine=args.engine)
     for problem in cap.problems:
         warn(f"{cap.path}: {problem}")
         Status.code = 2

@@ -8,7 +8,7 @@
 from .capture import Capture
 from .columns import MALFORMED, PACKET_DTYPE, Flag
 from .reader import read_dpkt
-from . import columns, compare, convert, flows, offload, writer  # noqa: E402  (submodules)
+from . import columns, compare, convert, flows, offload, writer
 
 
 def read(path, engine: str = "auto") -> Capture:
@@ -21,9 +21,12 @@ def read(path, engine: str = "auto") -> Capture:
     cap = read_fast(path)
     if cap is None:
         if engine == "fast":
-            raise ValueError(f"{path}: the fast path reads classic pcap only")
+            from ..errors import TraceError
+            raise TraceError(path, "a pcapng file: the fast reader reads classic pcap only "
+                                   "(use the dpkt reader)")
         return read_dpkt(path)
     return cap
 
 
-__all__ = ["Capture", "Flag", "MALFORMED", "PACKET_DTYPE", "read", "read_dpkt"]
+__all__ = ["Capture", "Flag", "MALFORMED", "PACKET_DTYPE", "read", "read_dpkt",
+           "columns", "compare", "convert", "flows", "offload", "writer"]

@@ -28,7 +28,7 @@ from ..metrics import stack_table
 from ..trace import Trace
 from .capture import Capture
 from .columns import TCP_SYN
-from .flows import Flows, _endpoint_keys, group
+from .flows import Flows, _endpoint_keys, first_of, group
 
 MAX_SIZE_MISMATCH = 0.05
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
@@ -121,30 +121,30 @@ def _app_series(trace: Trace, sockid: int, event: Event) -> tuple[np.ndarray, np
     return ns[keep], size[keep]
 
 
-def _stream_ids(trace: Trace) -> np.ndarray:
+def _app_streams(trace: Trace):
+    """trace.streams() rows of the streams with application (socket) calls."""
     streams = trace.streams()
     if streams.empty:
-        return np.zeros(0, np.uint64)
-    has_app = (streams["sock_send_records"] + streams["sock_recv_records"]) > 0
-    return streams.index[has_app].to_numpy(np.uint64)
+        return streams
+    return streams[(streams["sock_send_records"] + streams["sock_recv_records"]) > 0]
 
 
-def _stream_endpoints(trace: Trace, sockid: int):
-    """(local key, remote key) from the first send-path record with ADDR, or None."""
+SEND_PATH = [Event.SOCK_SEND, Event.SOCK_RECV, Event.TCP_SEND, Event.TCP_RETRANS, Event.IP_SEND,
+             Event.DEV_SEND]
+
+
+def _stream_endpoints(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per sockid: (local key, remote key) from its first send-path record with ADDR."""
     if not trace.has_ext:
-        return None
-    pos = trace.select(None, sockid)
-    valid = trace.column_at("valid", pos)
-    ev = trace.column_at("event", pos)
-    send = np.isin(ev, [Event.SOCK_SEND, Event.TCP_SEND, Event.TCP_RETRANS, Event.IP_SEND,
-                        Event.DEV_SEND, Event.SOCK_RECV])
-    at = np.flatnonzero(((valid & ExtValid.ADDR) != 0) & send)
-    if not len(at):
-        return None
-    r = trace.records[pos[at[:1]]]
-    sport = trace.column_at("sport", pos[at[:1]])
-    dport = trace.column_at("dport", pos[at[:1]])
-    return _endpoint_keys(r["saddr"], sport)[0], _endpoint_keys(r["daddr"], dport)[0]
+        return {}
+    pos = trace.select(SEND_PATH)
+    pos = pos[(trace.column_at("valid", pos) & ExtValid.ADDR) != 0]
+    sids, first = np.unique(trace.column_at("sockid", pos), return_index=True)
+    at = pos[first]
+    r = trace.records[at]
+    local = _endpoint_keys(r["saddr"], trace.column_at("sport", at))
+    remote = _endpoint_keys(r["daddr"], trace.column_at("dport", at))
+    return {int(sid): (local[k], remote[k]) for k, sid in enumerate(sids)}
 
 
 def _flow_endpoints(cap: Capture, flows: Flows) -> tuple[np.ndarray, np.ndarray]:
@@ -153,47 +153,33 @@ def _flow_endpoints(cap: Capture, flows: Flows) -> tuple[np.ndarray, np.ndarray]
     return _endpoint_keys(q["saddr"], q["sport"]), _endpoint_keys(q["daddr"], q["dport"])
 
 
-def _seq_span(p: np.ndarray) -> tuple[np.ndarray, int]:
-    """Relative sequence numbers of data packets (first byte 0), and the bytes the span covers."""
-    if not len(p):
-        return np.zeros(0, np.int64), 0
-    seq = p["seq"].astype(np.int64)
-    syn = np.flatnonzero(p["tcp_flags"] & TCP_SYN)
-    base = (seq[syn[0]] + 1) if len(syn) else seq[np.argmin(p["time_ns"])]
-    rel = (seq - base) % (1 << 32)
-    rel = np.where(rel > (1 << 31), rel - (1 << 32), rel)       # before the base: negative
-    data = p["payload"] > 0
-    top = int((rel + p["payload"])[data].max()) if data.any() else 0
-    return rel, top
-
-
 def compare(trace: Trace, cap: Capture) -> Comparison:
     """Match streams to flows and line up each matched pair (see the module doc)."""
     flows = group(cap)
     tcp_flows = np.flatnonzero(flows.table["proto"].to_numpy() == "tcp")
     offset, note = _clock(trace)
-    sids = _stream_ids(trace)
+    streams = _app_streams(trace)
+    endpoints = _stream_endpoints(trace)
     a_keys, b_keys = _flow_endpoints(cap, flows)
-    pairs, rest = [], []
-    taken = set()
-    for sid in sids:
-        ends = _stream_endpoints(trace, int(sid))
-        if ends is None:
-            rest.append(int(sid))
+    pairs, rest, taken = [], [], set()
+    for sid in streams.index.to_numpy(np.uint64).tolist():
+        if sid not in endpoints:
+            rest.append(sid)
             continue
-        local, remote = ends
+        local, remote = endpoints[sid]
         hit_a = (a_keys == local).all(1) & (b_keys == remote).all(1)
         hit_b = (b_keys == local).all(1) & (a_keys == remote).all(1)
-        cand = [f for f in tcp_flows if (hit_a[f] or hit_b[f]) and f not in taken]
+        cand = [f for f in tcp_flows[(hit_a | hit_b)[tcp_flows]] if f not in taken]
         if cand:
             taken.add(cand[0])
-            pairs.append((int(sid), cand[0], "addresses", 0 if hit_a[cand[0]] else 1))
+            pairs.append((sid, cand[0], "addresses", 0 if hit_a[cand[0]] else 1))
         else:
-            rest.append(int(sid))
+            rest.append(sid)
     free = [f for f in tcp_flows if f not in taken]
-    by_size, rest = _match_by_size(trace, cap, flows, rest, free, offset)
+    by_size, rest = _match_by_size(trace, streams.loc[rest], cap, flows, np.array(free, np.int64), offset)
     pairs += by_size
-    streams = [_line_up(trace, cap, flows, sid, f, how, side, offset) for sid, f, how, side in pairs]
+    rel = relative_seq(cap, flows)[0]
+    streams = [_line_up(trace, cap, flows, rel, sid, f, how, side, offset) for sid, f, how, side in pairs]
     matched_flows = {f for _, f, _, _ in pairs}
     return Comparison(streams, rest, [int(f) for f in tcp_flows if f not in matched_flows],
                       flows, offset, note)
@@ -206,28 +192,40 @@ def _clock(trace: Trace) -> tuple[int, str]:
     return 0, "the trace has no wall-clock anchor: its times are aligned to the capture by the first data"
 
 
-def _match_by_size(trace, cap, flows, sids, free, offset):
+def relative_seq(cap: Capture, flows: Flows) -> tuple[np.ndarray, np.ndarray]:
+    """Sequence numbers relative to each flow direction's first byte (the SYN's + 1, else the
+    first packet's), per flow packet; and (flows, 2): the bytes each direction's data covers
+    in sequence space (retransmissions count once)."""
+    p = cap.packets[flows.index]
+    group = flows.flow * 2 + flows.direction
+    n = 2 * len(flows)
+    syn = (p["tcp_flags"] & TCP_SYN) != 0
+    first_syn, first_any = first_of(group, n, syn), first_of(group, n)
+    seq = p["seq"].astype(np.int64)
+    base = np.where(first_syn >= 0, seq[np.maximum(first_syn, 0)] + 1, seq[np.maximum(first_any, 0)])
+    rel = (seq - base[group]) % (1 << 32)
+    rel = np.where(rel > (1 << 31), rel - (1 << 32), rel)
+    top = np.zeros(n, np.int64)
+    data = p["payload"] > 0
+    np.maximum.at(top, group[data], (rel + p["payload"])[data])
+    return rel, top.reshape(len(flows), 2)
+
+
+def _match_by_size(trace, streams, cap, flows, free, offset):
     """Greedy pairs of (stream, flow) whose byte counts agree best (see the module doc)."""
-    if not sids or not free:
+    sids = streams.index.to_numpy(np.uint64).tolist()
+    if not sids or not len(free):
         return [], sids
-    p = cap.packets
-    cost = np.full((len(sids), len(free), 2), np.inf)
-    for j, f in enumerate(free):
-        span = [_seq_span(p[flows.packets(cap, f, d)])[1] for d in (0, 1)]
-        first, last = flows.table.loc[f, "first_ns"], flows.table.loc[f, "last_ns"]
-        for i, sid in enumerate(sids):
-            send = _app_series(trace, sid, Event.SOCK_SEND)
-            recv = _app_series(trace, sid, Event.SOCK_RECV)
-            sent, got = int(send[1].sum()), int(recv[1].sum())
-            for side in (0, 1):
-                out, back = span[side], span[1 - side]
-                mismatch = (abs(sent - out) + abs(got - back)) / max(sent + got, out + back, 1)
-                if mismatch > MAX_SIZE_MISMATCH:
-                    continue
-                cost[i, j, side] = mismatch + _time_penalty(send[0], recv[0], offset, first, last,
-                                                            trace.meta.wall_anchor_ns is not None)
+    span = relative_seq(cap, flows)[1][free]                             # (F, 2)
+    sent = streams["sock_send_bytes"].to_numpy(np.int64)[:, None, None]  # (S, 1, 1)
+    got = streams["sock_recv_bytes"].to_numpy(np.int64)[:, None, None]
+    out = np.stack([span[:, 0], span[:, 1]], axis=1)[None]              # (1, F, side)
+    back = np.stack([span[:, 1], span[:, 0]], axis=1)[None]
+    mismatch = (np.abs(sent - out) + np.abs(got - back)) / np.maximum(np.maximum(sent + got, out + back), 1)
+    cost = mismatch + _time_penalty(trace, streams, flows, free, offset)[:, :, None]
+    cost[mismatch > MAX_SIZE_MISMATCH] = np.inf
     pairs, used_s, used_f = [], set(), set()
-    for flat in np.argsort(cost, axis=None):
+    for flat in np.argsort(cost, axis=None):            # one step per candidate pair, not per packet
         i, j, side = np.unravel_index(flat, cost.shape)
         if not np.isfinite(cost[i, j, side]):
             break
@@ -235,28 +233,29 @@ def _match_by_size(trace, cap, flows, sids, free, offset):
             continue
         used_s.add(i)
         used_f.add(j)
-        pairs.append((sids[i], free[j], "time and size", int(side)))
+        pairs.append((sids[i], int(free[j]), "time and size", int(side)))
     return pairs, [s for i, s in enumerate(sids) if i not in used_s]
 
 
-def _time_penalty(send_ns, recv_ns, offset, first, last, anchored) -> float:
-    """0 when the stream's calls fall inside the flow's span, up to 1 when they miss it."""
-    if not anchored:
-        return 0.0
-    t = np.concatenate([send_ns, recv_ns]) + offset
-    if not len(t):
-        return 1.0
-    inside = np.mean((t >= first - 1e9) & (t <= last + 1e9))
-    return float(1.0 - inside)
+def _time_penalty(trace, streams, flows, free, offset) -> np.ndarray:
+    """(S, F): the share of each stream's time span outside each flow's (1 s slack); 0 unanchored."""
+    if trace.meta.wall_anchor_ns is None:
+        return np.zeros((len(streams), len(free)))
+    s0 = streams["first_ns"].to_numpy(np.float64)[:, None] + offset
+    s1 = streams["last_ns"].to_numpy(np.float64)[:, None] + offset
+    f0 = flows.table["first_ns"].to_numpy(np.float64)[free][None] - 1e9
+    f1 = flows.table["last_ns"].to_numpy(np.float64)[free][None] + 1e9
+    overlap = np.clip(np.minimum(s1, f1) - np.maximum(s0, f0), 0, None)
+    return 1.0 - np.where(s1 > s0, overlap / np.maximum(s1 - s0, 1), (s0 >= f0) & (s0 <= f1))
 
 
-def _line_up(trace, cap, flows, sid, flow, how, side, offset) -> StreamComparison:
+def _line_up(trace, cap, flows, rel_seq, sid, flow, how, side, offset) -> StreamComparison:
     p = cap.packets
     s = StreamComparison(sid, int(flow), how, side)
     for direction, event, wire_dir in (("send", Event.SOCK_SEND, side), ("recv", Event.SOCK_RECV, 1 - side)):
         ns, size = _app_series(trace, sid, event)
-        q = p[flows.packets(cap, flow, wire_dir)]
-        rel, _ = _seq_span(q)
+        mine = (flows.flow == flow) & (flows.direction == wire_dir)
+        q, rel = p[flows.index[mine]], rel_seq[mine]
         data = q["payload"] > 0
         s.app[direction] = Series(ns + offset, size)
         s.wire[direction] = Series(q["time_ns"][data], q["payload"][data].astype(np.int64), rel[data])

@@ -24,7 +24,6 @@ No Python object per packet.  Two steps:
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -33,8 +32,7 @@ from . import files
 from .capture import Capture
 from .columns import (AF_INET, AF_INET6, ETH_8021Q, ETH_IP, ETH_IP6, ETH_VLAN, IPPROTO_TCP,
                       IPPROTO_UDP, LINK_ETHERNET, LINK_IPV4, LINK_IPV6, LINK_LOOP, LINK_NULL,
-                      LINK_RAW, LINK_RAW_BSD, LINK_SLL, LINK_SLL2, PACKET_DTYPE, SUPPORTED_LINKS,
-                      V4_MAPPED, Flag)
+                      LINK_SLL, LINK_SLL2, PACKET_DTYPE, SUPPORTED_LINKS, Flag)
 from .decode import decode
 from .files import RECORD_HEADER_LEN as RH
 from .reader import row, rows_to_packets
@@ -87,7 +85,6 @@ class _Walker:
                 o, cs = off[stop], c[stop]
                 done, short = o >= bound[stop], size - o < RH
                 bogus = ~done & ~short & (cs > limit)
-                trunc = ~done & ~short & ~bogus
                 landing[active[stop]] = o
                 kind[active[stop]] = np.where(done, files.STOP_NONE, np.where(
                     short, files.STOP_SHORT_HEADER, np.where(bogus, files.STOP_BOGUS_LENGTH, files.STOP_TRUNCATED)))

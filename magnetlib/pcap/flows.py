@@ -26,7 +26,7 @@ class Flows:
     def __len__(self) -> int:
         return len(self.table)
 
-    def packets(self, cap: Capture, flow: int, direction: int | None = None) -> np.ndarray:
+    def packets(self, flow: int, direction: int | None = None) -> np.ndarray:
         """Capture positions of one flow's packets (one direction, or both)."""
         keep = self.flow == flow
         if direction is not None:
