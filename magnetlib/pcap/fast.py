@@ -165,9 +165,8 @@ def _confirm(w: _Walker, regions, starts, bounds, size):
         lane_of, offs, landing, kind = w.walk(starts[todo], bounds[todo])
         order = np.argsort(lane_of, kind="stable")
         counts = np.bincount(lane_of, minlength=len(todo))
-        for k, part in zip(todo, np.split(offs[order], np.cumsum(counts)[:-1])):
-            walked[int(k)] = (part, int(landing[np.flatnonzero(todo == k)[0]]),
-                              int(kind[np.flatnonzero(todo == k)[0]]))
+        for i, part in enumerate(np.split(offs[order], np.cumsum(counts)[:-1])):
+            walked[int(todo[i])] = (part, int(landing[i]), int(kind[i]))
         pos, accepted, retry = files.PCAP_HEADER_LEN, [], []
         for j in range(n):
             if pos >= bounds[j]:
