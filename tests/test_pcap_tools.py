@@ -131,6 +131,9 @@ def test_compare_by_size_and_plot(tmp_path, magnet):
     lag = s.lag("send")
     assert (lag["first"] >= 0).all() and (lag["last"] >= lag["first"]).all()
     assert s.table("send")["bytes"].tolist() == [250 * 10240 * 3 // 5, 250 * 10240 * 3 // 5]
+    dev = s.device["send"]                         # the trace's own DEV_SEND events, paired by size/time
+    assert dev["matched"] == trace.scan.counts[Event.DEV_SEND] and dev["only in the pcap"] == 0
+    assert "DEV_SEND events vs pcap packets (paired by size and time): matched" in out
 
 
 def test_compare_by_addresses(tmp_path, magnet):

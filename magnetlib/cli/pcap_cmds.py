@@ -142,6 +142,10 @@ def cmd_compare(args) -> int:
     result = pcap.compare.compare(trace, cap)
     print(f"clock: {result.clock_note}")
     shown = [s for s in result.streams if args.stream is None or s.sockid == args.stream]
+    if not result.streams and not result.unmatched_streams:
+        print(f"magnet: {args.trace}: no stream with application calls (SOCK_SEND/SOCK_RECV) to compare",
+              file=sys.stderr)
+        return 2
     if not shown:
         which = "no stream" if args.stream is None else f"stream {args.stream:#x}"
         print(f"magnet: {args.trace}: {which} matched a TCP flow of {args.pcap}", file=sys.stderr)
@@ -183,3 +187,7 @@ def _print_stream(s, flows) -> None:
         extra = s.unmatched(direction)
         extra["app calls with no byte on the wire"] = missing
         print("   in one but not the other: " + ", ".join(f"{k} {v}" for k, v in extra.items()))
+        dev = s.device.get(direction)
+        if dev:
+            print(f"   the trace's DEV_{direction.upper()} events vs pcap packets (paired by {dev['by']}): "
+                  + ", ".join(f"{k} {v}" for k, v in dev.items() if k != "by"))

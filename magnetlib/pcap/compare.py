@@ -50,6 +50,7 @@ class StreamComparison:
     app: dict[str, Series] = field(default_factory=dict)    # "send"/"recv"
     wire: dict[str, Series] = field(default_factory=dict)
     retransmissions: dict[str, int] = field(default_factory=dict)
+    device: dict[str, dict[str, int]] = field(default_factory=dict)  # the trace's DEV events vs pcap
 
     def table(self, direction: str):
         """Table II rows: the application, then the wire."""
@@ -264,9 +265,59 @@ def _line_up(trace, cap, flows, rel_seq, sid, flow, how, side, offset) -> Stream
         ends = (w.seq + w.size)[order]
         seen = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends[:-1]]) if len(ends) else ends
         s.retransmissions[direction] = int(np.count_nonzero(ends <= seen))
+        dev = _device_match(trace, sid, Event.DEV_SEND if direction == "send" else Event.DEV_RECV,
+                            q[data], offset)
+        if dev:
+            s.device[direction] = dev
     if trace.meta.wall_anchor_ns is None:
         _align_first_data(s)
     return s
+
+
+DEVICE_TOLERANCE_NS = 10_000_000
+
+
+def _device_match(trace: Trace, sid: int, event: Event, wire: np.ndarray, offset: int) -> dict | None:
+    """The trace's own wire-level (DEV) data events of a stream against the pcap's packets.
+
+    With SEGMENT extended data, events and packets pair by (seq, size); otherwise the
+    k-th event of a size pairs with the k-th packet of that size, when within 10 ms
+    (clocks permitting).  Returns matched / only in the trace / only in the pcap."""
+    pos = trace.select(event, sid)
+    size = trace.column_at("size", pos).astype(np.int64)
+    pos, size = pos[size > 0], size[size > 0]
+    if not len(pos):
+        return None
+    segment = trace.has_ext and ((trace.column_at("valid", pos) & ExtValid.SEGMENT) != 0).all()
+    if segment:
+        a = trace.column_at("seq", pos).astype(np.uint64) << np.uint64(32) | size.astype(np.uint64)
+        b = wire["seq"].astype(np.uint64) << np.uint64(32) | wire["payload"].astype(np.uint64)
+        ka, ca = np.unique(a, return_counts=True)
+        kb, cb = np.unique(b, return_counts=True)
+        _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
+        matched, how = int(np.minimum(ca[ia], cb[ib]).sum()), "seq and size"
+    else:
+        ta = trace.ns_at(pos) + offset
+        matched = _pair_by_size(ta, size, wire["time_ns"], wire["payload"].astype(np.int64))
+        how = "size and time"
+    return {"matched": matched, "only in the trace": len(pos) - matched,
+            "only in the pcap": len(wire) - matched, "by": how}
+
+
+def _pair_by_size(ta, sa, tb, sb) -> int:
+    """Pairs (k-th of a size in a, k-th of that size in b) within the time tolerance."""
+    def ranked(t, s):
+        order = np.lexsort((t, s))
+        s, t = s[order], t[order]
+        start = np.r_[0, np.flatnonzero(np.diff(s)) + 1]
+        rank = np.arange(len(s)) - np.repeat(start, np.diff(np.r_[start, len(s)]))
+        return s, rank, t
+    sa, ra, ta = ranked(ta, sa)
+    sb, rb, tb = ranked(tb, sb)
+    key_a = sa.astype(np.uint64) << np.uint64(32) | ra.astype(np.uint64)
+    key_b = sb.astype(np.uint64) << np.uint64(32) | rb.astype(np.uint64)
+    _, ia, ib = np.intersect1d(key_a, key_b, assume_unique=True, return_indices=True)
+    return int(np.count_nonzero(np.abs(ta[ia] - tb[ib]) <= DEVICE_TOLERANCE_NS))
 
 
 def _align_first_data(s: StreamComparison) -> None:
