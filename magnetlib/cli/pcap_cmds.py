@@ -157,7 +157,7 @@ def cmd_compare(args) -> int:
     if result.unmatched_flows:
         print(f"TCP flows without a stream: {' '.join(map(str, result.unmatched_flows))}")
     if args.plot:
-        path = pcap.compare.plot_fig8(shown[0], args.plot, start_s=args.plot_start)
+        path = pcap.plot.fig8(shown[0], args.plot, start_s=args.plot_start)
         print(f"\nplot: {path} (stream {shown[0].sockid:#x})")
     return 0
 

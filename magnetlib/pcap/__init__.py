@@ -8,7 +8,7 @@
 from .capture import Capture
 from .columns import MALFORMED, PACKET_DTYPE, Flag
 from .reader import read_dpkt
-from . import columns, compare, convert, flows, offload, writer
+from . import columns, compare, convert, flows, offload, plot, writer
 
 
 def read(path, engine: str = "auto") -> Capture:
@@ -29,4 +29,4 @@ def read(path, engine: str = "auto") -> Capture:
 
 
 __all__ = ["Capture", "Flag", "MALFORMED", "PACKET_DTYPE", "read", "read_dpkt",
-           "columns", "compare", "convert", "flows", "offload", "writer"]
+           "columns", "compare", "convert", "flows", "offload", "plot", "writer"]
