@@ -34,7 +34,10 @@ def same(path, expect_fallback=None):
 
 @pytest.mark.parametrize("linktype", [1, 113, 101, 0, 108, 276])
 @pytest.mark.parametrize("order,nano", [("<", False), (">", True), ("<", True), (">", False)])
-def test_fast_equals_dpkt_on_generated_links(tmp_path, linktype, order, nano):
+def test_fast_equals_dpkt_on_generated_links(tmp_path, monkeypatch, linktype, order, nano):
+    from magnetlib.pcap import fast
+    monkeypatch.setattr(fast, "CHUNK_PACKETS", 5)          # packets handed to dpkt inside
+    monkeypatch.setattr(fast, "split", lambda lo, hi: [(a, min(a + 13, hi)) for a in range(lo, hi, 13)])
     made = frames(linktype)
     path = tmp_path / "g.pcap"
     write_classic(path, [f for f, _ in made], linktype, order, nano)
@@ -71,7 +74,11 @@ def test_snaplen_shorter_than_headers(tmp_path, cut):
         assert (cap.flags & Flag.TRUNCATED).all()
 
 
-def test_payload_from_headers_when_snapped(tmp_path):
+def test_payload_from_headers_when_snapped(tmp_path, monkeypatch):
+    """Also: packets decoded in several ranges (threads) and chunks give the same columns."""
+    from magnetlib.pcap import fast
+    monkeypatch.setattr(fast, "CHUNK_PACKETS", 700)
+    monkeypatch.setattr(fast, "split", lambda lo, hi: [(a, min(a + 1300, hi)) for a in range(lo, hi, 1300)])
     packets = synthetic_packets(5000)
     write_pcap(tmp_path / "s.pcap", packets, snaplen=96)
     cap = same(tmp_path / "s.pcap", expect_fallback=0)
