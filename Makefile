@@ -13,6 +13,7 @@ OUT    ?= out
 
 # Debian packages, by what needs them.
 APT_BUILD := gcc make
+APT_PCAP  := tcpdump ethtool iproute2
 
 .PHONY: all setup system-deps demo test bench header clean help
 
@@ -38,6 +39,7 @@ endef
 
 system-deps:
 	$(call apt_ensure,$(APT_BUILD))
+	$(call apt_ensure,$(APT_PCAP))
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +60,7 @@ test: setup
 
 bench: setup
 	$(PY) -m experiments.bench_parse
+	$(PY) -m experiments.bench_pcap
 
 # Regenerate the C header from the format description.
 header: $(STAMP)

@@ -1,0 +1,367 @@
+"""The fast path: classic pcap decoded by numpy over the memory-mapped file.
+
+No Python object per packet.  Two steps:
+
+1. Record offsets.  Each record's start depends on the one before (start +
+   16 + caplen), a chain no array operation computes at once.  The file is
+   cut into lanes; each lane guesses its first record (the first position
+   whose header looks like one, checked three records deep), and all lanes
+   walk their records in lock step, one numpy step per record of the longest
+   lane (about sqrt(records) steps in all).  A lane's guess is accepted only
+   when the lane before it, itself accepted, ends exactly there; a lane that
+   guessed wrong is walked again from where its predecessor ended.  So the
+   offsets are exactly those of a sequential walk, whatever the guesses.
+
+2. Columns.  Record headers, link, IP and transport headers are gathered at
+   those offsets through structured numpy views with a stride of one byte
+   (fields at any offset, in either byte order), and the plain case is
+   computed for every packet at once: Ethernet (up to two VLAN tags), Linux
+   cooked v1/v2, raw IP, loopback; IPv4 (with options) or IPv6; TCP or UDP.
+   Every other packet (ARP, fragments, IPv6 extension headers, anything
+   truncated or malformed) goes to decode.py, the dpkt decoder, so the result
+   equals reader.py's column for column.  Chunks are decoded on up to four
+   threads: numpy releases the GIL.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import files
+from .capture import Capture
+from .columns import (AF_INET, AF_INET6, ETH_8021Q, ETH_IP, ETH_IP6, ETH_VLAN, IPPROTO_TCP,
+                      IPPROTO_UDP, LINK_ETHERNET, LINK_IPV4, LINK_IPV6, LINK_LOOP, LINK_NULL,
+                      LINK_SLL, LINK_SLL2, PACKET_DTYPE, SUPPORTED_LINKS, Flag)
+from .decode import decode
+from .files import RECORD_HEADER_LEN as RH
+from ..scan import in_parallel, split
+from .reader import row, rows_to_packets
+
+MAX_LANES = 4096
+SYNC_WINDOW = 2048           # bytes searched for a lane's first record
+SYNC_DEPTH = 3               # records a guess must chain through
+SYNC_TRIES = 8               # candidates tried per lane
+CHUNK_PACKETS = 1 << 17      # packets decoded at a time: temporaries stay small
+MAX_SPAN_S = 5 * 366 * 86400  # a guessed record's time: within this of the first record's
+
+
+def _hdr_dtype(order: str) -> np.dtype:
+    return np.dtype({"names": ["sec", "frac", "caplen", "origlen"], "formats": [order + "u4"] * 4,
+                     "offsets": [0, 4, 8, 12], "itemsize": RH})
+
+
+def _view(data, size: int, dtype, order: str | None = None) -> np.ndarray:
+    """An array of `dtype` starting at every byte of the file (stride 1, no copy)."""
+    dtype = np.dtype(order + dtype) if order else np.dtype(dtype)
+    return np.ndarray((size - dtype.itemsize + 1,), dtype, buffer=data, offset=0, strides=(1,))
+
+
+# ------------------------------------------------------------ offsets ---
+class _Walker:
+    def __init__(self, data, size: int, header: files.PcapHeader):
+        self.size = size
+        self.caplen = _view(data, size, "u4", header.byteorder)
+        self.hdr = _view(data, size, _hdr_dtype(header.byteorder))
+        self.max_caplen = header.max_caplen
+        self.frac_limit = header.frac_limit
+
+    def walk(self, starts: np.ndarray, bounds: np.ndarray):
+        """Walk lanes from `starts` until a record starts at or after `bounds`.
+
+        Returns (lane of each record, offset of each record, landing, stop kind) where
+        landing is where each lane stopped and kind why (files.STOP_*).
+        """
+        size, caplen, limit = self.size, self.caplen, self.max_caplen
+        landing = np.zeros(len(starts), np.int64)
+        kind = np.zeros(len(starts), np.int8)
+        lanes, offs = [], []
+        active = np.arange(len(starts), dtype=np.int16)      # int16: a radix sort later
+        off, bound = starts.astype(np.int64), bounds.astype(np.int64)
+        while len(active):
+            c = caplen[np.minimum(off + 8, size - 4)].astype(np.int64)
+            nxt = off + RH + c
+            stop = (off >= bound) | (nxt > size) | (c > limit)   # a short header also overruns
+            if stop.any():
+                o, cs = off[stop], c[stop]
+                done, short = o >= bound[stop], size - o < RH
+                bogus = ~done & ~short & (cs > limit)
+                landing[active[stop]] = o
+                kind[active[stop]] = np.where(done, files.STOP_NONE, np.where(
+                    short, files.STOP_SHORT_HEADER, np.where(bogus, files.STOP_BOGUS_LENGTH, files.STOP_TRUNCATED)))
+                keep = ~stop
+                active, off, nxt, bound = active[keep], off[keep], nxt[keep], bound[keep]
+            lanes.append(active)
+            offs.append(off)
+            off = nxt
+        return (np.concatenate(lanes) if lanes else np.zeros(0, np.int16),
+                np.concatenate(offs) if offs else np.zeros(0, np.int64), landing, kind)
+
+    def plausible(self, pos: np.ndarray, t0: int) -> np.ndarray:
+        """Does a record header at `pos` look real (its record inside the file)?"""
+        ok = pos + RH <= self.size
+        h = self.hdr[np.minimum(pos, self.size - RH)]
+        c = h["caplen"].astype(np.int64)
+        return (ok & (h["frac"] < self.frac_limit) & (c > 0) & (c <= self.max_caplen)
+                & (h["origlen"] >= h["caplen"]) & (pos + RH + c <= self.size)
+                & (np.abs(h["sec"].astype(np.int64) - t0) < MAX_SPAN_S))
+
+    def sync(self, regions: np.ndarray, stride: int, t0: int) -> np.ndarray:
+        """Per lane, the first position in its window that chains SYNC_DEPTH records; -1: none."""
+        width = min(SYNC_WINDOW, stride - RH)      # the window's headers stay inside the file
+        win = as_strided(self.hdr[regions[0]:], shape=(len(regions), width),
+                         strides=(stride * self.hdr.strides[0], self.hdr.strides[0]))
+        cand = (win["frac"] < self.frac_limit) & (win["caplen"] > 0) & (win["caplen"] <= self.max_caplen)
+        found = np.full(len(regions), -1, np.int64)
+        todo = np.arange(len(regions))
+        for _ in range(SYNC_TRIES):
+            row_has = cand[todo].any(axis=1)
+            todo = todo[row_has]
+            if not len(todo):
+                break
+            first = cand[todo].argmax(axis=1)
+            pos = regions[todo] + first
+            good = np.ones(len(todo), bool)
+            p = pos.copy()
+            for _ in range(SYNC_DEPTH):
+                at_end = p == self.size
+                good &= at_end | self.plausible(p, t0)
+                p = np.where(at_end | ~good, p, p + RH + self.caplen[np.minimum(p + 8, self.size - 4)])
+            found[todo[good]] = pos[good]
+            cand[todo[~good], first[~good]] = False
+            todo = todo[~good]
+        return found
+
+
+def record_offsets(data, size: int, header: files.PcapHeader) -> tuple[np.ndarray, files.End]:
+    """Offsets of every whole record (as a sequential walk finds them) and where reading ended."""
+    first = files.PCAP_HEADER_LEN
+    if size - first < 4 * RH:                     # a handful of bytes: no lanes needed
+        w = _Walker(data, size, header) if size >= first + RH else None
+        if w is None:
+            return np.zeros(0, np.int64), files.stop_end(
+                files.STOP_SHORT_HEADER if size > first else files.STOP_NONE, first, size)
+        _, offs, landing, kind = w.walk(np.array([first]), np.array([size]))
+        return offs, files.stop_end(int(kind[0]), int(landing[0]), size, int(w.caplen[landing[0] + 8])
+                                    if landing[0] + 12 <= size else 0)
+    w = _Walker(data, size, header)
+    t0 = int(w.hdr[first]["sec"])
+    lanes = int(min(MAX_LANES, max(1, math.isqrt((size - first) // 64))))
+    stride = (size - first) // lanes
+    regions = first + stride * np.arange(lanes, dtype=np.int64)
+    starts = w.sync(regions, stride, t0) if lanes > 1 else np.array([first])
+    starts[0] = first
+    keep = starts >= 0                       # lanes that found no record merge into the one before
+    regions, starts = regions[keep], starts[keep]
+    bounds = np.append(regions[1:], size)
+    return _confirm(w, regions, starts, bounds, size)
+
+
+def _confirm(w: _Walker, regions, starts, bounds, size):
+    """Walk, accept lanes whose start the accepted lane before them reached, re-walk the rest."""
+    n = len(starts)
+    walked = {}                              # lane -> (offsets, landing, kind)
+    todo = np.arange(n)
+    while True:
+        lane_of, offs, landing, kind = w.walk(starts[todo], bounds[todo])
+        order = np.argsort(lane_of, kind="stable")
+        counts = np.bincount(lane_of, minlength=len(todo))
+        for i, part in enumerate(np.split(offs[order], np.cumsum(counts)[:-1])):
+            walked[int(todo[i])] = (part, int(landing[i]), int(kind[i]))
+        pos, accepted, retry = files.PCAP_HEADER_LEN, [], []
+        for j in range(n):
+            if pos >= bounds[j]:
+                continue                     # a long record covers this lane's whole region
+            part, land, stop = walked.get(j, (None, -1, 0))
+            if starts[j] != pos or part is None:
+                retry.append(j)
+                starts[j] = pos
+                break
+            accepted.append(part)
+            pos = land
+            if stop:
+                return _join(accepted), files.stop_end(stop, pos, size, int(w.caplen[pos + 8])
+                                                       if pos + 12 <= size else 0)
+        else:
+            return _join(accepted), files.End()
+        # Later lanes whose start disagrees with their predecessor's landing: guess again from it.
+        for k in range(retry[0] + 1, n):
+            prev = walked.get(k - 1)
+            if prev and prev[2] == 0 and prev[1] != starts[k] and regions[k] <= prev[1] < bounds[k]:
+                starts[k] = prev[1]
+                walked.pop(k, None)
+                retry.append(k)
+        for k in retry:
+            walked.pop(k, None)
+        todo = np.array(sorted(retry))
+
+
+def _join(parts) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+# ------------------------------------------------------------ columns ---
+def _be(fields: dict[str, tuple[str, int]], itemsize: int) -> np.dtype:
+    """A structured dtype of network-order fields at given offsets (fields may overlap)."""
+    return np.dtype({"names": list(fields), "formats": [f for f, _ in fields.values()],
+                     "offsets": [o for _, o in fields.values()], "itemsize": itemsize})
+
+
+ETH = _be({"type": (">u2", 12), "type2": (">u2", 16), "type3": (">u2", 20)}, 22)
+SLL = _be({"type": (">u2", 14)}, 16)
+SLL2 = _be({"type": (">u2", 0)}, 20)
+# IPv4 and IPv6 headers in one union: which fields apply depends on the version.
+IP = _be({"vhl": ("u1", 0), "len4": (">u2", 2), "frag": (">u2", 6), "proto4": ("u1", 9),
+          "src4": (("u1", (4,)), 12), "dst4": (("u1", (4,)), 16), "plen": (">u2", 4),
+          "nxt": ("u1", 6), "src6": (("u1", (16,)), 8), "dst6": (("u1", (16,)), 24)}, 40)
+L4 = _be({"sport": (">u2", 0), "dport": (">u2", 2), "seq": (">u4", 4), "ack": (">u4", 8),
+          "doff": ("u1", 12), "flags": ("u1", 13)}, 14)
+UDP_HEADER, TCP_MIN_HEADER = 8, 20
+
+
+class _Columns:
+    """Vectorised decode of the plain case for packets at given record offsets."""
+
+    def __init__(self, data, size: int, header: files.PcapHeader):
+        self.data, self.size, self.header = data, size, header
+        self.hdr = _view(data, size, _hdr_dtype(header.byteorder))
+        self.views = {}
+
+    def view(self, dtype: np.dtype) -> np.ndarray:
+        if dtype not in self.views:
+            self.views[dtype] = _view(self.data, self.size, dtype)
+        return self.views[dtype]
+
+    def gather(self, dtype: np.dtype, pos: np.ndarray):
+        """Records of `dtype` at byte positions `pos`, and whether they lie inside the file.
+
+        Gathered as raw bytes (a plain copy per record), then viewed as `dtype`."""
+        inside = pos + dtype.itemsize <= self.size
+        raw = self.view(np.dtype(f"V{dtype.itemsize}"))[np.where(inside, pos, 0)]
+        return raw.view(dtype), inside
+
+    def records(self, offsets: np.ndarray, out: np.ndarray) -> None:
+        """Fill in the record header's columns of `out` (zeroed PACKET_DTYPE rows)."""
+        rec, _ = self.gather(self.hdr.dtype, offsets)
+        ns = 1 if self.header.nanosecond else 1000
+        out["time_ns"] = rec["sec"].astype(np.int64) * 1_000_000_000 + rec["frac"].astype(np.int64) * ns
+        out["caplen"], out["origlen"] = rec["caplen"], rec["origlen"]
+        bad = (rec["origlen"] < rec["caplen"]) | (rec["frac"] >= self.header.frac_limit)
+        out["flags"] = np.where(bad, np.uint16(Flag.BAD_RECORD), np.uint16(0))
+
+    def decode(self, out: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Fill in the plain packets of `out`; returns the mask of those decoded."""
+        caplen = out["caplen"].astype(np.int64)
+        start = offsets + RH
+        version, l3off, ok = self.link(start, caplen)
+        self.network(out, start + l3off, caplen - l3off, version, ok)
+        return ok
+
+    def link(self, start: np.ndarray, caplen: np.ndarray):
+        """Per packet: IP version the link header announces (0: none), IP header offset, usable."""
+        lt = self.header.linktype
+        n = len(start)
+        if lt == LINK_ETHERNET:
+            eth, ok = self.gather(ETH, start)
+            t1, t2, t3 = eth["type"], eth["type2"], eth["type3"]
+            vlan = np.isin(t1, list(ETH_VLAN))
+            qinq = vlan & (t2 == ETH_8021Q)
+            ethertype = np.where(qinq, t3, np.where(vlan, t2, t1))
+            l3off = 14 + 4 * vlan.astype(np.int64) + 4 * qinq
+            ok &= t1 > 1500
+        elif lt in (LINK_SLL, LINK_SLL2):
+            sll, ok = self.gather(SLL if lt == LINK_SLL else SLL2, start)
+            ethertype, l3off = sll["type"], np.full(n, 16 if lt == LINK_SLL else 20)
+        elif lt in (LINK_NULL, LINK_LOOP):
+            fam, ok = self.gather(np.dtype((">" if lt == LINK_LOOP else "=") + "u4"), start)
+            if lt == LINK_NULL:
+                fam = np.where(fam & 0xFFFF0000, fam.byteswap(), fam)
+            v = np.where(fam == AF_INET, 4, np.where(np.isin(fam, list(AF_INET6)), 6, 0))
+            return v, np.full(n, 4), ok & (v != 0) & (caplen >= 4)
+        else:
+            first, ok = self.gather(np.dtype("u1"), start)
+            fixed = {LINK_IPV4: 4, LINK_IPV6: 6}.get(lt)
+            v = np.full(n, fixed) if fixed else (first >> 4).astype(np.int64)
+            return v, np.zeros(n, np.int64), ok & (caplen >= 1) & ((v == 4) | (v == 6))
+        v = np.where(ethertype == ETH_IP, 4, np.where(ethertype == ETH_IP6, 6, 0))
+        return v, l3off, ok & (caplen >= l3off) & (v != 0)
+
+    def network(self, out, l3: np.ndarray, room: np.ndarray, version: np.ndarray, ok: np.ndarray):
+        """IP and transport columns of the plain packets; clears `ok` for the others."""
+        ip, inside = self.gather(IP, l3)
+        v4 = version == 4
+        vhl = ip["vhl"].copy()                  # each field converted once to a native array
+        ihl = (vhl & 0x0F).astype(np.int32) * 4
+        len4, plen = ip["len4"].astype(np.int32), ip["plen"].astype(np.int32)
+        hdr = np.where(v4, ihl, 40)
+        length = np.where(v4, len4, plen + 40)
+        proto = np.where(v4, ip["proto4"], ip["nxt"])
+        ok &= inside & ((vhl >> 4) == version)
+        ok &= np.where(v4, (ihl >= 20) & ((ip["frag"] & 0x3FFF) == 0) & (len4 != 0), plen != 0)
+        tcp = proto == IPPROTO_TCP
+        ok &= (tcp | (proto == IPPROTO_UDP)) & (room >= hdr + np.where(tcp, TCP_MIN_HEADER, UDP_HEADER))
+        seg, inside = self.gather(L4, l3 + hdr)
+        thdr = np.where(tcp, (seg["doff"] >> 4).astype(np.int32) * 4, UDP_HEADER)
+        ok &= inside & (~tcp | (thdr >= TCP_MIN_HEADER)) & (length >= hdr + thdr)
+        every = bool(ok.all())
+        sel = slice(None) if every else np.flatnonzero(ok)
+        is_tcp = tcp[sel]
+        columns = {"ip_version": version, "proto": proto, "ip_len": length,
+                   "payload": length - hdr - thdr, "sport": seg["sport"], "dport": seg["dport"]}
+        for name, value in columns.items():
+            out[name][sel] = value[sel]
+        for name in ("seq", "ack"):
+            out[name][sel] = np.where(is_tcp, seg[name][sel], 0)
+        out["tcp_flags"][sel] = np.where(is_tcp, seg["flags"][sel], 0)
+        ip, s4 = ip[sel], v4[sel]
+        mapped = np.empty((len(s4), 16), np.uint8)          # IPv4 as ::ffff:a.b.c.d
+        mapped[:, :10], mapped[:, 10:12] = 0, 0xFF
+        for name, v4name, v6name in (("saddr", "src4", "src6"), ("daddr", "dst4", "dst6")):
+            mapped[:, 12:] = ip[v4name]
+            out[name][sel] = np.where(s4[:, None], mapped, ip[v6name])
+
+
+def read_fast(path: str) -> Capture | None:
+    """Read a classic pcap with the vectorised decoder; None for pcapng (use the dpkt path)."""
+    data, size = files.map_file(path)
+    if files.container(path, data, size) != "pcap":
+        return None
+    header = files.pcap_header(path, data, size)
+    offsets, end = record_offsets(data, size, header)
+    packets = np.zeros(len(offsets), PACKET_DTYPE)
+    cols = _Columns(data, size, header)
+
+    def decode_range(lo: int, hi: int) -> int:
+        """Decode packets[lo:hi] a chunk at a time; returns how many went to dpkt."""
+        handed = 0
+        for start in range(lo, hi, CHUNK_PACKETS):
+            part = offsets[start:min(start + CHUNK_PACKETS, hi)]
+            decoded = packets[start:start + len(part)]         # filled in place
+            cols.records(part, decoded)
+            if header.linktype in SUPPORTED_LINKS:
+                rest = np.flatnonzero(~cols.decode(decoded, part))
+                if len(rest):
+                    decoded[rest] = _by_dpkt(data, header.linktype, part[rest], decoded[rest])
+                    handed += len(rest)
+            else:
+                decoded["flags"] |= np.uint16(Flag.UNKNOWN_LINK)
+        return handed
+
+    # numpy releases the GIL: the cores share the chunks (as the trace scan does).
+    fallback = sum(in_parallel(decode_range, split(0, len(offsets))))
+    return Capture(path, packets, "pcap", [header.linktype], header.snaplen, header.byteorder,
+                   header.nanosecond, [end.problem] if end.problem else [], end.trailing_bytes,
+                   engine="fast", fallback=fallback)
+
+
+def _by_dpkt(data, linktype: int, offsets: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """The packets the vectorised decoder left aside, decoded one by one with dpkt."""
+    rows = []
+    for off, time_ns, caplen, origlen, flags in zip(
+            offsets.tolist(), done["time_ns"].tolist(), done["caplen"].tolist(),
+            done["origlen"].tolist(), done["flags"].tolist()):
+        start = off + RH
+        rows.append(row(time_ns, caplen, origlen, flags & Flag.BAD_RECORD,
+                        decode(linktype, data[start:start + caplen], origlen)))
+    return rows_to_packets(rows)
