@@ -101,9 +101,12 @@ class Programs:
         return self.path("magnet-chain")
 
 
-def _sources() -> list[Path]:
-    files = [p for p in sorted(APP_DIR.rglob("*")) if p.suffix in (".cc", ".h")]
-    return files + [FORMAT_HEADER_DIR / "magnet_format.h"]
+def _sources() -> dict[str, Path]:
+    """Every file the programs are built from, by a name independent of where the tree is."""
+    files = {f"ns3-app/{p.relative_to(APP_DIR)}": p for p in sorted(APP_DIR.rglob("*"))
+             if p.suffix in (".cc", ".h")}
+    files["capture/magnet_format.h"] = FORMAT_HEADER_DIR / "magnet_format.h"
+    return files
 
 
 def _flags(ns3: Ns3Install) -> list[str]:
@@ -120,8 +123,8 @@ def _link_flags(ns3: Ns3Install) -> list[str]:
 def build_key(ns3: Ns3Install, cxx: str) -> str:
     """A hash of everything the programs depend on: sources, flags, compiler, ns-3."""
     h = hashlib.sha256()
-    for path in _sources():
-        h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for name, path in _sources().items():
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
     for part in (*_flags(ns3), *_link_flags(ns3), cxx, version, str(ns3.root), ns3.version):
         h.update(part.encode() + b"\0")
@@ -189,7 +192,45 @@ def _run_compiler(command: list[str], source: Path) -> None:
     if proc.returncode != 0:
         errors = [line for line in proc.stderr.splitlines() if "error" in line]
         first = (errors or proc.stderr.splitlines() or ["(no output)"])[0]
-        raise Ns3Error(str(source.relative_to(REPO)), f"build failed: {first.strip()}")
+        raise Ns3Error(os.path.relpath(source, REPO), f"build failed: {first.strip()}")
+
+
+# ------------------------------------------------------------ parameters ---
+_NUMBER = r"(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)"
+_RATE_UNITS = {"": 1, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
+_TIME_UNITS = {"": 1e9, "s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1}
+
+
+def ns3_rate(text: str) -> str:
+    """A link rate ("20e6", "20M", "20Mbps", "1Gb/s") as ns-3 takes it ("20000000bps")."""
+    m = re.fullmatch(_NUMBER + r"\s*([kKmMgG]?)(?:bps|b/s|bit/s)?", text.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"rate {text!r}: use bits per second, e.g. 20e6, 20Mbps or 1Gbps")
+    return _with_unit(round(float(m.group(1)) * _RATE_UNITS[m.group(2)]),
+                      [(10**9, "Gbps"), (10**6, "Mbps"), (10**3, "kbps"), (1, "bps")])
+
+
+def ns3_time(text: str) -> str:
+    """A time ("0.03" seconds, "30ms", "500us") as ns-3 takes it ("30000000ns")."""
+    m = re.fullmatch(_NUMBER + r"\s*(s|ms|us|ns)?", text.strip())
+    if not m:
+        raise ValueError(f"time {text!r}: use seconds or a unit, e.g. 0.03 or 30ms")
+    return _with_unit(round(float(m.group(1)) * _TIME_UNITS[m.group(2) or ""]),
+                      [(10**9, "s"), (10**6, "ms"), (10**3, "us"), (1, "ns")])
+
+
+def _with_unit(value: int, units: list[tuple[int, str]]) -> str:
+    """The largest unit that shows `value` exactly: 20000000 -> 20Mbps."""
+    scale, name = next((s, n) for s, n in units if value % s == 0)
+    return f"{value // scale}{name}"
+
+
+def ns3_queue(text: str) -> str:
+    """A queue size in packets ("100", "100p") or bytes ("150000B")."""
+    m = re.fullmatch(r"(\d+)\s*([pB]?)", text.strip())
+    if not m or int(m.group(1)) == 0:
+        raise ValueError(f"queue {text!r}: use packets (100 or 100p) or bytes (150000B)")
+    return f"{m.group(1)}{m.group(2) or 'p'}"
 
 
 # ------------------------------------------------------------------- run ---

@@ -9,6 +9,7 @@
 #include "ns3/traffic-control-module.h"
 
 #include <chrono>
+#include <sstream>
 #include <stdexcept>
 
 namespace ns3
@@ -100,10 +101,20 @@ MagnetChain::TcpSettings()
     for (const auto& [type, name] : shown)
     {
         TypeId::AttributeInformation info;
-        if (TypeId::LookupByName(type).LookupAttributeByName(name, &info))
+        if (!TypeId::LookupByName(type).LookupAttributeByName(name, &info))
         {
-            settings.emplace_back(name, info.initialValue->SerializeToString(info.checker));
+            continue;
         }
+        std::ostringstream value;
+        if (auto time = DynamicCast<const TimeValue>(info.initialValue))
+        {
+            value << time->Get().GetSeconds() << "s"; // "0.2s", not "+2e+08ns"
+        }
+        else
+        {
+            value << info.initialValue->SerializeToString(info.checker);
+        }
+        settings.emplace_back(name, value.str());
     }
     return settings;
 }
