@@ -12,7 +12,8 @@
  */
 #include "magnet-chain-helper.h"
 
-#include "ns3/core-module.h"
+#include "ns3/command-line.h"
+#include "ns3/data-rate.h"
 
 #include <chrono>
 #include <fstream>
@@ -194,13 +195,15 @@ Main(int argc, char* argv[])
 {
     Options o = Parse(argc, argv);
     MagnetDemand demand = ReadMagnetDemand(o.demand, o.stream);
+    size_t writes = demand.size();
+    uint64_t bytes = MagnetDemandBytes(demand);
     MagnetChain chain(o.chain);
     chain.ApplyDefaults();
-    PrintConfig(o.chain, demand.size(), MagnetDemandBytes(demand));
+    PrintConfig(o.chain, writes, bytes);
 
     ResetPeakRss();
     auto start = std::chrono::steady_clock::now();
-    std::vector<MagnetStackResult> results = chain.Run(demand);
+    std::vector<MagnetStackResult> results = chain.Run(std::move(demand));
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     uint64_t peak = PeakRss();
 
@@ -230,8 +233,8 @@ Main(int argc, char* argv[])
     }
     bool conserved = Conserved(results);
     std::ofstream json(o.summary + ".tmp");
-    json << "{\"config\": " << ConfigJson(o.chain) << ", \"demand_writes\": " << demand.size()
-         << ", \"demand_bytes\": " << MagnetDemandBytes(demand) << ", \"wall_s\": " << wall
+    json << "{\"config\": " << ConfigJson(o.chain) << ", \"demand_writes\": " << writes
+         << ", \"demand_bytes\": " << bytes << ", \"wall_s\": " << wall
          << ", \"peak_rss\": " << peak << ", \"conserved\": " << (conserved ? "true" : "false")
          << bulk.str() << ", \"stacks\": [";
     for (size_t i = 0; i < results.size(); ++i)

@@ -3,10 +3,25 @@
 
 #include "magnet-replay-helper.h"
 
-#include "ns3/applications-module.h"
-#include "ns3/core-module.h"
-#include "ns3/point-to-point-module.h"
-#include "ns3/traffic-control-module.h"
+#include "ns3/boolean.h"
+#include "ns3/bulk-send-helper.h"
+#include "ns3/config.h"
+#include "ns3/data-rate.h"
+#include "ns3/double.h"
+#include "ns3/error-model.h"
+#include "ns3/inet-socket-address.h"
+#include "ns3/internet-stack-helper.h"
+#include "ns3/packet-sink-helper.h"
+#include "ns3/packet-sink.h"
+#include "ns3/pointer.h"
+#include "ns3/point-to-point-helper.h"
+#include "ns3/queue-size.h"
+#include "ns3/rng-seed-manager.h"
+#include "ns3/simulator.h"
+#include "ns3/string.h"
+#include "ns3/tcp-congestion-ops.h"
+#include "ns3/traffic-control-helper.h"
+#include "ns3/uinteger.h"
 
 #include <chrono>
 #include <sstream>
@@ -191,17 +206,16 @@ MagnetChain::Collect(uint32_t k, const Stack& stack, double wallSeconds) const
 }
 
 std::vector<MagnetStackResult>
-MagnetChain::Run(const MagnetDemand& demand)
+MagnetChain::Run(MagnetDemand demand)
 {
     ApplyDefaults();
-    return m_config.live ? RunLive(demand) : RunOffline(demand);
+    return m_config.live ? RunLive(std::move(demand)) : RunOffline(std::move(demand));
 }
 
 std::vector<MagnetStackResult>
-MagnetChain::RunOffline(const MagnetDemand& first)
+MagnetChain::RunOffline(MagnetDemand demand)
 {
     std::vector<MagnetStackResult> results;
-    MagnetDemand demand = first;
     for (uint32_t k = 1; k <= m_config.stacks; ++k)
     {
         NodeContainer nodes;
@@ -209,7 +223,7 @@ MagnetChain::RunOffline(const MagnetDemand& first)
         InternetStackHelper().Install(nodes);
         Ipv4AddressHelper ip("10.1.0.0", "255.255.255.252");
         Stack stack = BuildStack(k, nodes.Get(0), nodes.Get(1), ip);
-        stack.app->SetDemand(demand);
+        stack.app->SetDemand(std::move(demand));
         auto start = std::chrono::steady_clock::now();
         Simulator::Run();
         double wall = WallSince(start);
@@ -226,7 +240,7 @@ MagnetChain::RunOffline(const MagnetDemand& first)
 }
 
 std::vector<MagnetStackResult>
-MagnetChain::RunLive(const MagnetDemand& demand)
+MagnetChain::RunLive(MagnetDemand demand)
 {
     NodeContainer nodes;
     nodes.Create(m_config.stacks + 1);
@@ -237,7 +251,7 @@ MagnetChain::RunLive(const MagnetDemand& demand)
     {
         stacks.push_back(BuildStack(k, nodes.Get(k - 1), nodes.Get(k), ip));
     }
-    stacks.front().app->SetDemand(demand);
+    stacks.front().app->SetDemand(std::move(demand));
     for (size_t k = 0; k + 1 < stacks.size(); ++k)
     {
         // The relay on node k+1 writes each read into the next stack at once.

@@ -5,8 +5,10 @@
 #include "magnet-replay-application.h"
 #include "magnet-stack-recorder.h"
 
-#include "ns3/internet-module.h"
-#include "ns3/network-module.h"
+#include "ns3/ipv4-address-helper.h"
+#include "ns3/ipv4-interface-container.h"
+#include "ns3/net-device-container.h"
+#include "ns3/node.h"
 
 #include <string>
 #include <vector>
@@ -67,8 +69,8 @@ class MagnetChain
   public:
     explicit MagnetChain(MagnetChainConfig config);
 
-    /** Run the chain on `demand` (the first stack's writes). */
-    std::vector<MagnetStackResult> Run(const MagnetDemand& demand);
+    /** Run the chain on `demand` (the first stack's writes; pass it moved to save a copy). */
+    std::vector<MagnetStackResult> Run(MagnetDemand demand);
 
     /**
      * ns-3's BulkSendApplication moving `bytes` in `sendSize` writes over one
@@ -105,8 +107,8 @@ class MagnetChain
     Hop BuildHop(Ptr<Node> a, Ptr<Node> b, Ipv4AddressHelper& ip) const;
     Stack BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4AddressHelper& ip) const;
     MagnetStackResult Collect(uint32_t k, const Stack& stack, double wallSeconds) const;
-    std::vector<MagnetStackResult> RunOffline(const MagnetDemand& demand);
-    std::vector<MagnetStackResult> RunLive(const MagnetDemand& demand);
+    std::vector<MagnetStackResult> RunOffline(MagnetDemand demand);
+    std::vector<MagnetStackResult> RunLive(MagnetDemand demand);
     std::string TracePath(uint32_t k) const;
 
     MagnetChainConfig m_config;

@@ -9,12 +9,16 @@
 #include "magnet-chain-helper.h"
 #include "magnet-replay-helper.h"
 
-#include "ns3/core-module.h"
-#include "ns3/internet-module.h"
-#include "ns3/network-module.h"
-#include "ns3/point-to-point-module.h"
+#include "ns3/config.h"
+#include "ns3/inet-socket-address.h"
+#include "ns3/internet-stack-helper.h"
+#include "ns3/point-to-point-helper.h"
+#include "ns3/random-variable-stream.h"
+#include "ns3/simulator.h"
+#include "ns3/string.h"
 #include "ns3/test.h"
-#include "ns3/traffic-control-module.h"
+#include "ns3/traffic-control-helper.h"
+#include "ns3/uinteger.h"
 
 #include <cstdio>
 #include <cstring>
