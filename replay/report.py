@@ -44,9 +44,17 @@ def trace_series(path: str | os.PathLike, label: str, layer: str, direction: str
     return label, d.time_ns + d.start_ns, d.size
 
 
-def chain_series(traces: list[str | os.PathLike]) -> list[Series]:
-    """The application's writes (SOCK_SEND of the first stack), then each stack's DEV_SEND."""
-    rows = [trace_series(traces[0], metrics.ordinal_label(0), "sock")]
+def chain_series(demand: str | os.PathLike, traces: list[str | os.PathLike]) -> list[Series]:
+    """The application's writes (the demand file), then each stack's DEV_SEND.
+
+    The demand, not the first stack's SOCK_SEND records: a write the send buffer
+    could not take whole reaches the socket in pieces, but it is one write of
+    the application.  Its times are moved to the first stack's clock: its first
+    write at the first stack's first SOCK_SEND.
+    """
+    label, ns, size = trace_series(demand, metrics.ordinal_label(0), "sock")
+    first_write = trace_series(traces[0], label, "sock")[1][0]
+    rows = [(label, ns - ns[0] + first_write, size)]
     rows += [trace_series(path, metrics.ordinal_label(k), "dev") for k, path in enumerate(traces, 1)]
     return rows
 

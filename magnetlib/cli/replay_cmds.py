@@ -133,7 +133,7 @@ def _single_run(demand_path, out: Path, params, programs, plots: bool) -> int:
     from replay import ns3, report
     run = ns3.run_chain(demand_path, out, params, programs=programs)
     print(run.output, end="")
-    series = report.chain_series(run.traces)
+    series = report.chain_series(demand_path, run.traces)
     table, files = report.write_report(series, out, plots=plots)
     print()
     print(report.format_table(table))
@@ -158,7 +158,8 @@ def _sweep_task(task) -> dict:
     demand_path, out_dir, params, programs, plots = task
     try:
         run = ns3.run_chain(demand_path, out_dir, params, programs=programs)
-        table, _ = report.write_report(report.chain_series(run.traces), out_dir, plots=plots)
+        table, _ = report.write_report(report.chain_series(demand_path, run.traces), out_dir,
+                                       plots=plots)
         return {"table": table}
     except TraceError as e:
         return {"error": str(e)}
