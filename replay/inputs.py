@@ -6,8 +6,11 @@
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
+import magnetlib
 from magnetlib import demand as demand_mod
 from magnetlib import synth
 from magnetlib.demand import Demand
@@ -22,6 +25,7 @@ def load_demand(spec: str, stream: int | None = None, duration_s: float = 30.0,
     if spec.startswith(SYNTH_PREFIX):
         return _synthetic(spec, duration_s, seed)
     d = demand_mod.read_demand(spec, stream).only("send")
+    _note_loss(spec)
     if len(d) == 0:
         raise TraceError(spec, "no send-direction demand (SOCK_SEND) to replay")
     streams = np.unique(d.sockid)
@@ -29,6 +33,17 @@ def load_demand(spec: str, stream: int | None = None, duration_s: float = 30.0,
         ids = ", ".join(f"{int(s):#x}" for s in streams[:4]) + (", ..." if len(streams) > 4 else "")
         raise TraceError(spec, f"demand of {len(streams)} streams ({ids}): choose one with --stream")
     return d
+
+
+def _note_loss(path: str) -> None:
+    """A capture that lost records gives a demand that may lack writes: say so."""
+    if not path.lower().endswith((".magnet", ".trace")):
+        return
+    with magnetlib.open(path) as trace:
+        lost = trace.scan.lost
+    if lost:
+        print(f"magnet: note: {path}: the capture lost {lost} records; the demand may lack writes",
+              file=sys.stderr)
 
 
 def _synthetic(spec: str, duration_s: float, seed: int) -> Demand:

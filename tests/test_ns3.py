@@ -222,3 +222,14 @@ def test_build_key_follows_the_sources(programs, tmp_path, monkeypatch):
     src.write_text(src.read_text() + "\n// changed\n")
     assert ns3.build_key(programs.ns3, "g++") != key
     assert (programs.directory / ".complete").exists()
+
+
+def test_cli_says_when_the_capture_lost_records(programs, tmp_path):
+    rec = magnetlib.empty_records(5)
+    rec["sockid"], rec["timestamp"] = 1, np.arange(5) * 10**7 + 10**9
+    rec["event"], rec["size"] = Event.SOCK_SEND, 1000
+    rec["event"][2], rec["sockid"][2], rec["size"][2] = Event.LOST, 0, 7
+    path = magnetlib.write(tmp_path / "lossy.magnet", rec)
+    proc = run_magnet("replay", "ns3", path, "--stacks", "1", "--no-plots", "-o", tmp_path / "o",
+                      check=True)
+    assert "the capture lost 7 records" in proc.stderr_text

@@ -194,7 +194,13 @@ int
 Main(int argc, char* argv[])
 {
     Options o = Parse(argc, argv);
-    MagnetDemand demand = ReadMagnetDemand(o.demand, o.stream);
+    uint64_t lost = 0;
+    MagnetDemand demand = ReadMagnetDemand(o.demand, o.stream, &lost);
+    if (lost)
+    {
+        std::cerr << "magnet-chain: note: " << o.demand << ": the capture lost " << lost
+                  << " records: the demand may lack writes\n";
+    }
     size_t writes = demand.size();
     uint64_t bytes = MagnetDemandBytes(demand);
     MagnetChain chain(o.chain);

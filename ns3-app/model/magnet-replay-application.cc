@@ -16,6 +16,8 @@
 #include "ns3/type-id.h"
 #include "ns3/uinteger.h"
 
+#include <iostream>
+
 namespace ns3
 {
 
@@ -156,7 +158,13 @@ MagnetReplayApplication::StartApplication()
     {
         try
         {
-            SetDemand(ReadMagnetDemand(m_demandFile, m_streamId));
+            uint64_t lost = 0;
+            SetDemand(ReadMagnetDemand(m_demandFile, m_streamId, &lost));
+            if (lost)
+            {
+                std::cerr << "MagnetReplayApplication: " << m_demandFile << ": the capture lost "
+                          << lost << " records: the demand may lack writes\n";
+            }
         }
         catch (const MagnetTraceError& e)
         {

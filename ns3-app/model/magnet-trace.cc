@@ -263,7 +263,7 @@ SkipMeta(const std::string& path, const RecordView& rec, size_t n)
 } // namespace
 
 MagnetDemand
-ReadMagnetDemand(const std::string& path, uint64_t sockid)
+ReadMagnetDemand(const std::string& path, uint64_t sockid, uint64_t* lost)
 {
     MappedFile file(path);
     if (file.Size() < MAGNET_CORE_SIZE)
@@ -291,6 +291,7 @@ ReadMagnetDemand(const std::string& path, uint64_t sockid)
 
     std::vector<std::pair<int64_t, uint32_t>> writes;
     std::vector<uint64_t> streams;
+    uint64_t lostRecords = 0;
     for (size_t i = SkipMeta(path, rec, n); i < n; ++i)
     {
         uint32_t event = rec.Event(i);
@@ -311,6 +312,10 @@ ReadMagnetDemand(const std::string& path, uint64_t sockid)
         }
         int32_t size = rec.Size(i);
         uint64_t sid = rec.Sockid(i);
+        if (event == MAGNET_LOST && size > 0)
+        {
+            lostRecords += static_cast<uint64_t>(size);
+        }
         if (event != MAGNET_SOCK_SEND || size <= 0 || (sockid && sid != sockid))
         {
             continue;
@@ -336,6 +341,10 @@ ReadMagnetDemand(const std::string& path, uint64_t sockid)
     {
         throw MagnetTraceError(path, "no SOCK_SEND records that moved data" +
                                          (sockid ? " in stream " + Hex(sockid) : std::string()));
+    }
+    if (lost)
+    {
+        *lost = lostRecords;
     }
     // CPUs may have reordered records a little: replay in time order.
     std::stable_sort(writes.begin(), writes.end(), [](const auto& a, const auto& b) {

@@ -45,8 +45,10 @@ class MagnetTraceError : public std::runtime_error
  * that moved data, in time order, times relative to the first.  Either byte
  * order and clock changes are handled.  `sockid` 0 means "the only stream
  * that sends"; a trace with several asks for one.  Throws MagnetTraceError.
+ * `lost`, if given, receives the records the capture reported lost (LOST
+ * records): the demand may then lack writes.
  */
-MagnetDemand ReadMagnetDemand(const std::string& path, uint64_t sockid = 0);
+MagnetDemand ReadMagnetDemand(const std::string& path, uint64_t sockid = 0, uint64_t* lost = nullptr);
 
 /**
  * Writes a magnet trace (native byte order, 24-byte records, nanosecond
