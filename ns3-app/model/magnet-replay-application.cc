@@ -183,9 +183,15 @@ MagnetReplayApplication::StartApplication()
     }
     NS_ABORT_MSG_UNLESS(m_socket->GetSocketType() == Socket::NS3_SOCK_STREAM,
                         "MagnetReplayApplication replays over a stream (TCP) socket");
-    int bound = !m_local.IsInvalid()                  ? m_socket->Bind(m_local)
-                : Inet6SocketAddress::IsMatchingType(m_peer) ? m_socket->Bind6()
-                                                             : m_socket->Bind();
+    int bound;
+    if (!m_local.IsInvalid())
+    {
+        bound = m_socket->Bind(m_local);
+    }
+    else
+    {
+        bound = Inet6SocketAddress::IsMatchingType(m_peer) ? m_socket->Bind6() : m_socket->Bind();
+    }
     NS_ABORT_MSG_IF(bound != 0, "MagnetReplayApplication: cannot bind the socket");
     if (auto tcp = DynamicCast<TcpSocketBase>(m_socket))
     {
@@ -229,7 +235,8 @@ MagnetReplayApplication::ConnectionSucceeded(Ptr<Socket> socket)
 void
 MagnetReplayApplication::ConnectionFailed(Ptr<Socket> socket)
 {
-    NS_LOG_ERROR("MagnetReplayApplication: connection to the sink failed");
+    // Said out loud: logging may be compiled out, and nothing of the demand will be sent.
+    std::cerr << "MagnetReplayApplication: connection to the sink failed\n";
 }
 
 void
@@ -309,7 +316,11 @@ MagnetReplayApplication::SendPending()
         int sent = m_socket->Send(Create<Packet>(n));
         if (sent <= 0)
         {
-            NS_LOG_WARN("MagnetReplayApplication: Send failed, error " << m_socket->GetErrno());
+            // The socket is broken (reset, shut down): what is pending stays unsent, said once.
+            std::cerr << "MagnetReplayApplication: Send failed (socket error "
+                      << m_socket->GetErrno() << "); " << m_pending.size()
+                      << " writes due so far, and any later, stay unsent\n";
+            m_closed = true;
             break;
         }
         m_stats.sendCalls++;
