@@ -10,7 +10,9 @@ an identical link (write size = that stack's mean write), unrecorded.  Target
 (issue 5): replay cost <= 1.2x BulkSend.  A run without traces (and its own
 BulkSend reference) shows what the recording costs, and one with every write
 due at time 0 (back-to-back, as BulkSend writes) what variable-size writes cost
-ns-3's TCP.  Reported: wall time of each phase, replayed writes per second,
+ns-3's TCP.  Reported: wall and CPU time of each phase (the target is judged
+on CPU time, which is not inflated by waiting for a CPU; on the shared 2-core
+machine both still vary by up to +-25% from run to run), replayed writes per second,
 peak resident memory of each phase (VmHWM, reset between phases; the bulk
 phase's includes what the process still holds).
 --quick: 100k writes.
@@ -67,12 +69,15 @@ def run(programs, demand: str, out: str, stacks: int, trace: bool) -> dict:
 def row(label: str, s: dict) -> dict:
     writes = sum(st["writes_due"] for st in s["stacks"])
     replay = sum(st["wall_s"] for st in s["stacks"])
-    bulk = sum(b["wall_s"] for b in s.get("bulk_reference", [])) or float("nan")
+    bulk = sum(b["wall_s"] for b in s["bulk_reference"])
+    replay_cpu = sum(st["cpu_s"] for st in s["stacks"])
+    bulk_cpu = sum(b["cpu_s"] for b in s["bulk_reference"])
     return {"run": label, "stacks": len(s["stacks"]), "writes": writes,
             "segments": sum(st["dev_send"] for st in s["stacks"]), "replay_s": replay,
             "writes_per_s": writes / replay, "bulk_s": bulk, "ratio": replay / bulk,
+            "replay_cpu_s": replay_cpu, "bulk_cpu_s": bulk_cpu, "cpu_ratio": replay_cpu / bulk_cpu,
             "rss_mib": s["peak_rss"] / 2**20,
-            "bulk_rss_mib": s.get("bulk_peak_rss", float("nan")) / 2**20,
+            "bulk_rss_mib": s["bulk_peak_rss"] / 2**20,
             "trace_mib": s["trace_bytes"] / 2**20, "process_s": s["process_wall_s"]}
 
 
@@ -116,15 +121,20 @@ def main(argv=None) -> int:
         else:
             print(f"kept {work}", file=sys.stderr)
 
-    print(f"{'run':<20}{'writes':>10}{'segments':>10}{'replay s':>10}{'writes/s':>11}{'bulk s':>8}"
-          f"{'ratio':>7}{'RSS MiB':>9}{'bulk MiB':>9}{'trace MiB':>10}")
+    print(f"{'run':<20}{'writes':>10}{'segments':>10}{'replay s':>9}{'bulk s':>8}{'ratio':>6}"
+          f"{'CPU s':>8}{'bulk CPU':>9}{'ratio':>6}{'writes/s':>10}{'RSS MiB':>8}{'bulk MiB':>9}"
+          f"{'trace MiB':>10}")
     for r in rows:
-        print(f"{r['run']:<20}{r['writes']:>10,}{r['segments']:>10,}{r['replay_s']:>10.2f}"
-              f"{r['writes_per_s']:>11,.0f}{r['bulk_s']:>8.2f}{r['ratio']:>7.2f}{r['rss_mib']:>9.0f}"
+        print(f"{r['run']:<20}{r['writes']:>10,}{r['segments']:>10,}{r['replay_s']:>9.2f}"
+              f"{r['bulk_s']:>8.2f}{r['ratio']:>6.2f}{r['replay_cpu_s']:>8.2f}{r['bulk_cpu_s']:>9.2f}"
+              f"{r['cpu_ratio']:>6.2f}{r['writes_per_s']:>10,.0f}{r['rss_mib']:>8.0f}"
               f"{r['bulk_rss_mib']:>9.0f}{r['trace_mib']:>10.0f}")
+    print("(replay s, bulk s: wall time of the simulations; CPU s: their CPU time; "
+          "writes/s over wall time)")
     for r in rows:
-        verdict = "met" if r["ratio"] <= TARGET_RATIO else "MISSED"
-        print(f"{r['run']}: replay {r['ratio']:.2f}x BulkSend, target {TARGET_RATIO}x: {verdict}")
+        verdict = "met" if r["cpu_ratio"] <= TARGET_RATIO else "MISSED"
+        print(f"{r['run']}: replay {r['cpu_ratio']:.2f}x BulkSend in CPU time ({r['ratio']:.2f}x wall), "
+              f"target {TARGET_RATIO}x: {verdict}")
     return 0
 
 

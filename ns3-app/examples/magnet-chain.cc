@@ -89,7 +89,7 @@ StackJson(const MagnetStackResult& r)
       << ", \"dev_send_bytes\": " << c.devSendBytes << ", \"dev_retrans\": " << c.devRetrans
       << ", \"dev_recv\": " << c.devRecv << ", \"dev_recv_bytes\": " << c.devRecvBytes
       << ", \"reads\": " << r.sinkReads << ", \"bytes_received\": " << r.sinkBytes
-      << ", \"wall_s\": " << r.wallSeconds << "}";
+      << ", \"wall_s\": " << r.cost.wallSeconds << ", \"cpu_s\": " << r.cost.cpuSeconds << "}";
     return j.str();
 }
 
@@ -221,11 +221,13 @@ Main(int argc, char* argv[])
         for (const auto& r : results)
         {
             uint32_t size = static_cast<uint32_t>(std::max<uint64_t>(1, r.demandBytes / std::max<uint64_t>(1, r.demandWrites)));
-            double s = chain.RunBulkSend(r.demandBytes, size);
+            MagnetCost cost = chain.RunBulkSend(r.demandBytes, size);
             bulk << (r.stack > 1 ? ", " : "") << "{\"stack\": " << r.stack << ", \"bytes\": "
-                 << r.demandBytes << ", \"send_size\": " << size << ", \"wall_s\": " << s << "}";
+                 << r.demandBytes << ", \"send_size\": " << size << ", \"wall_s\": "
+                 << cost.wallSeconds << ", \"cpu_s\": " << cost.cpuSeconds << "}";
             std::cout << "  BulkSend reference, stack " << r.stack << ": " << r.demandBytes
-                      << " bytes in " << size << "-byte writes, " << s << " s wall\n";
+                      << " bytes in " << size << "-byte writes, " << cost.wallSeconds
+                      << " s wall, " << cost.cpuSeconds << " s CPU\n";
         }
         bulk << "], \"bulk_peak_rss\": " << PeakRss();
     }
@@ -235,7 +237,7 @@ Main(int argc, char* argv[])
                   << r.counts.devSend << " segments on the wire (" << r.counts.devRetrans
                   << " retransmitted), " << r.sinkBytes << " of " << r.demandBytes
                   << " bytes delivered, " << r.app.lateWrites << " writes late (max "
-                  << r.app.maxLag.GetSeconds() << " s), " << r.wallSeconds << " s wall\n";
+                  << r.app.maxLag.GetSeconds() << " s), " << r.cost.wallSeconds << " s wall\n";
     }
     bool conserved = Conserved(results);
     std::ofstream json(o.summary + ".tmp");

@@ -24,6 +24,7 @@
 #include "ns3/uinteger.h"
 
 #include <chrono>
+#include <ctime>
 #include <sstream>
 #include <stdexcept>
 
@@ -35,11 +36,27 @@ namespace
 
 constexpr uint16_t kPort = 9;
 
-double
-WallSince(std::chrono::steady_clock::time_point start)
+/** Measures the wall and CPU time of a simulation run. */
+class Stopwatch
 {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+  public:
+    MagnetCost Elapsed() const
+    {
+        std::chrono::duration<double> wall = std::chrono::steady_clock::now() - m_wall;
+        return {wall.count(), CpuNow() - m_cpu};
+    }
+
+  private:
+    static double CpuNow()
+    {
+        timespec ts;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    }
+
+    std::chrono::steady_clock::time_point m_wall{std::chrono::steady_clock::now()};
+    double m_cpu{CpuNow()};
+};
 
 void
 ValidateValue(AttributeValue&& value, Ptr<const AttributeChecker> checker,
@@ -190,7 +207,7 @@ MagnetChain::BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4Ad
 }
 
 MagnetStackResult
-MagnetChain::Collect(uint32_t k, const Stack& stack, double wallSeconds) const
+MagnetChain::Collect(uint32_t k, const Stack& stack, MagnetCost cost) const
 {
     MagnetStackResult r;
     r.stack = k;
@@ -200,7 +217,7 @@ MagnetChain::Collect(uint32_t k, const Stack& stack, double wallSeconds) const
     r.counts = stack.recorder->GetCounts();
     r.sinkBytes = stack.sink->GetTotalRx();
     r.sinkReads = stack.sink->GetReads();
-    r.wallSeconds = wallSeconds;
+    r.cost = cost;
     r.trace = TracePath(k);
     return r;
 }
@@ -224,11 +241,11 @@ MagnetChain::RunOffline(MagnetDemand demand)
         Ipv4AddressHelper ip("10.1.0.0", "255.255.255.252");
         Stack stack = BuildStack(k, nodes.Get(0), nodes.Get(1), ip);
         stack.app->SetDemand(std::move(demand));
-        auto start = std::chrono::steady_clock::now();
+        Stopwatch clock;
         Simulator::Run();
-        double wall = WallSince(start);
+        MagnetCost cost = clock.Elapsed();
         stack.recorder->Close();
-        results.push_back(Collect(k, stack, wall));
+        results.push_back(Collect(k, stack, cost));
         demand = stack.recorder->WireDemand(m_config.newDataOnly);
         Simulator::Destroy();
         if (demand.empty())
@@ -261,20 +278,20 @@ MagnetChain::RunLive(MagnetDemand demand)
         stacks[k].sink->TraceConnectWithoutContext(
             "PeerClosed", MakeCallback(&MagnetReplayApplication::Finish, next));
     }
-    auto start = std::chrono::steady_clock::now();
+    Stopwatch clock;
     Simulator::Run();
-    double wall = WallSince(start);
+    MagnetCost cost = clock.Elapsed();
     std::vector<MagnetStackResult> results;
     for (uint32_t k = 1; k <= stacks.size(); ++k)
     {
         stacks[k - 1].recorder->Close();
-        results.push_back(Collect(k, stacks[k - 1], wall));
+        results.push_back(Collect(k, stacks[k - 1], cost));
     }
     Simulator::Destroy();
     return results;
 }
 
-double
+MagnetCost
 MagnetChain::RunBulkSend(uint64_t bytes, uint32_t sendSize)
 {
     ApplyDefaults();
@@ -289,9 +306,9 @@ MagnetChain::RunBulkSend(uint64_t bytes, uint32_t sendSize)
     bulk.Install(nodes.Get(0));
     PacketSinkHelper sinks("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), kPort));
     auto sink = DynamicCast<PacketSink>(sinks.Install(nodes.Get(1)).Get(0));
-    auto start = std::chrono::steady_clock::now();
+    Stopwatch clock;
     Simulator::Run();
-    double wall = WallSince(start);
+    MagnetCost cost = clock.Elapsed();
     uint64_t received = sink->GetTotalRx();
     Simulator::Destroy();
     if (received != bytes)
@@ -299,7 +316,7 @@ MagnetChain::RunBulkSend(uint64_t bytes, uint32_t sendSize)
         throw std::runtime_error("BulkSend reference delivered " + std::to_string(received) +
                                  " of " + std::to_string(bytes) + " bytes");
     }
-    return wall;
+    return cost;
 }
 
 } // namespace ns3

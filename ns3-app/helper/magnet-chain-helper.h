@@ -49,6 +49,13 @@ struct MagnetChainConfig
     std::string outDir; //!< stack-K.magnet traces go here; empty: none written
 };
 
+/** What a simulation cost: wall seconds, and CPU seconds (less disturbed by other work). */
+struct MagnetCost
+{
+    double wallSeconds{0};
+    double cpuSeconds{0};
+};
+
 /** What one stack did. */
 struct MagnetStackResult
 {
@@ -59,7 +66,7 @@ struct MagnetStackResult
     MagnetStackCounts counts;
     uint64_t sinkBytes{0};
     uint64_t sinkReads{0};
-    double wallSeconds{0}; //!< offline: this stack's simulation; live: the whole chain's
+    MagnetCost cost; //!< offline: this stack's simulation; live: the whole chain's
     std::string trace;
 };
 
@@ -74,9 +81,9 @@ class MagnetChain
 
     /**
      * ns-3's BulkSendApplication moving `bytes` in `sendSize` writes over one
-     * link configured like the chain's: the reference cost.  Wall seconds.
+     * link configured like the chain's: the reference cost.
      */
-    double RunBulkSend(uint64_t bytes, uint32_t sendSize);
+    MagnetCost RunBulkSend(uint64_t bytes, uint32_t sendSize);
 
     const MagnetChainConfig& GetConfig() const;
 
@@ -106,7 +113,7 @@ class MagnetChain
 
     Hop BuildHop(Ptr<Node> a, Ptr<Node> b, Ipv4AddressHelper& ip) const;
     Stack BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4AddressHelper& ip) const;
-    MagnetStackResult Collect(uint32_t k, const Stack& stack, double wallSeconds) const;
+    MagnetStackResult Collect(uint32_t k, const Stack& stack, MagnetCost cost) const;
     std::vector<MagnetStackResult> RunOffline(MagnetDemand demand);
     std::vector<MagnetStackResult> RunLive(MagnetDemand demand);
     std::string TracePath(uint32_t k) const;
