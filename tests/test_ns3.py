@@ -121,12 +121,13 @@ def test_segments_fit_the_mss_on_a_fast_link(programs, ftp_demand, tmp_path):
     assert run.summary["config"]["tcp_settings"]["SegmentSize"] == "1000"
 
 
-def test_big_endian_demand_replays_like_native(programs, ftp_demand, tmp_path):
+def test_big_endian_extended_demand_replays_like_native(programs, ftp_demand, tmp_path):
     d, native = ftp_demand
-    rec = magnetlib.empty_records(len(d))
+    rec = magnetlib.empty_records(len(d), ext=True)        # 144-byte records
     rec["sockid"], rec["timestamp"] = 1, d.time_ns + 10**9
     rec["event"], rec["size"] = Event.SOCK_SEND, d.size
     big = magnetlib.write(tmp_path / "big.magnet", rec, byteorder=">", clock_source=Clock.SYNTHETIC)
+    assert magnetlib.open(big).meta.record_size == 144 and magnetlib.open(big).swapped
     runs = [ns3.run_chain(p, tmp_path / name, ChainParams(stacks=1), programs=programs)
             for name, p in (("native", native), ("big", big))]
     a, b = (report.trace_series(r.traces[0], "wire", "dev") for r in runs)
