@@ -14,8 +14,9 @@ OUT    ?= out
 # Debian packages, by what needs them.
 APT_BUILD := gcc make
 APT_PCAP  := tcpdump ethtool iproute2
+APT_NS3   := g++
 
-.PHONY: all setup system-deps demo test bench header clean help
+.PHONY: all setup system-deps demo test bench header clean help ns3
 
 all: help
 
@@ -40,6 +41,7 @@ endef
 system-deps:
 	$(call apt_ensure,$(APT_BUILD))
 	$(call apt_ensure,$(APT_PCAP))
+	$(call apt_ensure,$(APT_NS3))
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,18 +51,30 @@ $(STAMP): setup.cfg pyproject.toml
 
 setup: system-deps $(STAMP)
 
+# ns-3 for the C++ replay (headers and libraries; --no-deps skips the 76 s cppyy
+# build of the Python bindings), then ns3-app/ built once into a cache keyed by
+# a hash of its sources (python -m replay.ns3 build).
+NS3_STAMP := $(VENV)/.ns3-installed
+$(NS3_STAMP): $(STAMP)
+	$(PY) -m pip install -q --no-deps 'ns3==3.44.*'
+	touch $@
+
+ns3: setup $(NS3_STAMP)
+	$(PY) -m replay.ns3 build
+
 demo: setup
 	@mkdir -p $(OUT)
 	$(VENV)/bin/magnet synth ftp --duration 30 -o $(OUT)/ftp-synthetic.magnet
 	$(VENV)/bin/magnet info $(OUT)/ftp-synthetic.magnet
 	$(VENV)/bin/magnet stats $(OUT)/ftp-synthetic.magnet
 
-test: setup
+test: setup ns3
 	$(PY) -m pytest -q
 
-bench: setup
+bench: setup ns3
 	$(PY) -m experiments.bench_parse
 	$(PY) -m experiments.bench_pcap
+	$(PY) -m experiments.bench_ns3
 
 # Regenerate the C header from the format description.
 header: $(STAMP)

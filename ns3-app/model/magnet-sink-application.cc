@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "magnet-sink-application.h"
+
+#include "ns3/abort.h"
+#include "ns3/log.h"
+#include "ns3/packet.h"
+#include "ns3/tcp-socket-factory.h"
+#include "ns3/uinteger.h"
+
+namespace ns3
+{
+
+NS_LOG_COMPONENT_DEFINE("MagnetSinkApplication");
+NS_OBJECT_ENSURE_REGISTERED(MagnetSinkApplication);
+
+TypeId
+MagnetSinkApplication::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::MagnetSinkApplication")
+            .SetParent<Application>()
+            .SetGroupName("Applications")
+            .AddConstructor<MagnetSinkApplication>()
+            .AddAttribute("Local",
+                          "The address to listen on.",
+                          AddressValue(),
+                          MakeAddressAccessor(&MagnetSinkApplication::m_local),
+                          MakeAddressChecker())
+            .AddAttribute("Protocol",
+                          "The socket factory: a stream (TCP) socket type.",
+                          TypeIdValue(TcpSocketFactory::GetTypeId()),
+                          MakeTypeIdAccessor(&MagnetSinkApplication::m_tid),
+                          MakeTypeIdChecker())
+            .AddAttribute("ReadSize",
+                          "The most bytes one read returns (the application's read buffer).",
+                          UintegerValue(65536),
+                          MakeUintegerAccessor(&MagnetSinkApplication::m_readSize),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddTraceSource("Read",
+                            "Bytes one read delivered to the application.",
+                            MakeTraceSourceAccessor(&MagnetSinkApplication::m_readTrace),
+                            "ns3::MagnetSinkApplication::ReadTracedCallback")
+            .AddTraceSource("PeerClosed",
+                            "A peer closed its connection and all its data has been read.",
+                            MakeTraceSourceAccessor(&MagnetSinkApplication::m_peerClosedTrace),
+                            "ns3::TracedCallback::Void");
+    return tid;
+}
+
+MagnetSinkApplication::MagnetSinkApplication() = default;
+MagnetSinkApplication::~MagnetSinkApplication() = default;
+
+uint64_t
+MagnetSinkApplication::GetTotalRx() const
+{
+    return m_totalRx;
+}
+
+uint64_t
+MagnetSinkApplication::GetReads() const
+{
+    return m_reads;
+}
+
+void
+MagnetSinkApplication::DoDispose()
+{
+    m_listener = nullptr;
+    m_accepted.clear();
+    Application::DoDispose();
+}
+
+void
+MagnetSinkApplication::StartApplication()
+{
+    m_listener = Socket::CreateSocket(GetNode(), m_tid);
+    NS_ABORT_MSG_IF(m_listener->Bind(m_local) != 0, "MagnetSinkApplication: cannot bind");
+    m_listener->Listen();
+    m_listener->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+                                  MakeCallback(&MagnetSinkApplication::HandleAccept, this));
+}
+
+void
+MagnetSinkApplication::StopApplication()
+{
+    for (auto& socket : m_accepted)
+    {
+        socket->Close();
+    }
+    if (m_listener)
+    {
+        m_listener->Close();
+    }
+}
+
+void
+MagnetSinkApplication::HandleAccept(Ptr<Socket> socket, const Address& from)
+{
+    socket->SetRecvCallback(MakeCallback(&MagnetSinkApplication::HandleRead, this));
+    socket->SetCloseCallbacks(MakeCallback(&MagnetSinkApplication::HandlePeerClose, this),
+                              MakeCallback(&MagnetSinkApplication::HandlePeerClose, this));
+    m_accepted.push_back(socket);
+}
+
+void
+MagnetSinkApplication::HandleRead(Ptr<Socket> socket)
+{
+    while (Ptr<Packet> packet = socket->Recv(m_readSize, 0))
+    {
+        uint32_t bytes = packet->GetSize();
+        if (bytes == 0)
+        {
+            break;
+        }
+        m_reads++;
+        m_totalRx += bytes;
+        m_readTrace(bytes);
+    }
+}
+
+void
+MagnetSinkApplication::HandlePeerClose(Ptr<Socket> socket)
+{
+    HandleRead(socket); // whatever is still buffered belongs before the close
+    socket->Close();
+    m_peerClosedTrace();
+}
+
+} // namespace ns3

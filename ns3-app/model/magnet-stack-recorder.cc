@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "magnet-stack-recorder.h"
+
+#include "ns3/packet.h"
+#include "ns3/simulator.h"
+#include "ns3/tcp-header.h"
+
+namespace ns3
+{
+
+namespace
+{
+
+constexpr uint64_t kEventMask = MAGNET_BIT_SOCK_SEND | MAGNET_BIT_SOCK_RECV | MAGNET_BIT_TCP_SEND |
+                                MAGNET_BIT_TCP_RETRANS | MAGNET_BIT_DEV_SEND | MAGNET_BIT_DEV_RECV;
+constexpr uint16_t kPppIpv4 = 0x0021;
+constexpr uint8_t kIpProtoTcp = 6;
+
+/** What a data segment on a point-to-point link carries. */
+struct WireTcp
+{
+    uint32_t seq;
+    uint32_t payload;
+};
+
+uint32_t
+Be32(const uint8_t* p)
+{
+    return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+}
+
+/**
+ * Parse PPP + IPv4 + TCP from the frame's first bytes (cheaper than copying
+ * and deserialising the headers).  False for anything else.
+ */
+bool
+ParseFrame(Ptr<const Packet> packet, WireTcp& out)
+{
+    uint8_t b[2 + 60 + 14];
+    uint32_t n = packet->CopyData(b, sizeof b);
+    if (n < 2 + 20 || (uint16_t{b[0]} << 8 | b[1]) != kPppIpv4)
+    {
+        return false;
+    }
+    const uint8_t* ip = b + 2;
+    uint32_t ihl = (ip[0] & 0x0F) * 4u;
+    if ((ip[0] >> 4) != 4 || ip[9] != kIpProtoTcp || 2 + ihl + 14 > n)
+    {
+        return false;
+    }
+    const uint8_t* tcp = ip + ihl;
+    uint32_t total = uint32_t{ip[2]} << 8 | ip[3];
+    uint32_t headers = ihl + (tcp[12] >> 4) * 4u;
+    out.seq = Be32(tcp + 4);
+    out.payload = total > headers ? total - headers : 0;
+    return true;
+}
+
+} // namespace
+
+uint32_t
+MagnetStackRecorder::HighMark::NewBytes(uint32_t seq, uint32_t size)
+{
+    SequenceNumber32 start(seq);
+    SequenceNumber32 end = start + size;
+    if (!set)
+    {
+        set = true;
+        high = end;
+        return size;
+    }
+    if (end <= high)
+    {
+        return 0;
+    }
+    uint32_t fresh = start >= high ? size : static_cast<uint32_t>(end - high);
+    high = end;
+    return fresh;
+}
+
+MagnetStackRecorder::MagnetStackRecorder(const std::string& path,
+                                         uint64_t sockid,
+                                         const std::string& description)
+    : m_sockid(sockid)
+{
+    if (!path.empty())
+    {
+        m_writer = std::make_unique<MagnetTraceWriter>(
+            path,
+            MAGNET_CLOCK_SIMULATION,
+            "magnet ns-3 replay (ns-" MAGNET_NS3_VERSION ")",
+            kEventMask,
+            description + "; data segments only (pure ACKs, SYN, FIN not recorded)");
+    }
+}
+
+MagnetStackRecorder::~MagnetStackRecorder() = default;
+
+void
+MagnetStackRecorder::Attach(Ptr<MagnetReplayApplication> app,
+                            Ptr<NetDevice> sender,
+                            Ptr<NetDevice> receiver,
+                            Ptr<MagnetSinkApplication> sink)
+{
+    app->TraceConnectWithoutContext("Write", MakeCallback(&MagnetStackRecorder::OnWrite, this));
+    app->TraceConnectWithoutContext("TcpTx", MakeCallback(&MagnetStackRecorder::OnTcpTx, this));
+    sender->TraceConnectWithoutContext("PhyTxBegin",
+                                       MakeCallback(&MagnetStackRecorder::OnDevTx, this));
+    receiver->TraceConnectWithoutContext("PhyRxEnd",
+                                         MakeCallback(&MagnetStackRecorder::OnDevRx, this));
+    sink->TraceConnectWithoutContext("Read", MakeCallback(&MagnetStackRecorder::OnRead, this));
+}
+
+void
+MagnetStackRecorder::Close()
+{
+    if (m_writer)
+    {
+        m_writer->Close();
+    }
+}
+
+const std::vector<MagnetWireSegment>&
+MagnetStackRecorder::GetWire() const
+{
+    return m_wire;
+}
+
+const MagnetStackCounts&
+MagnetStackRecorder::GetCounts() const
+{
+    return m_counts;
+}
+
+MagnetDemand
+MagnetStackRecorder::WireDemand(bool newDataOnly) const
+{
+    MagnetDemand demand;
+    demand.reserve(m_wire.size());
+    for (const auto& seg : m_wire)
+    {
+        uint32_t size = newDataOnly ? seg.newBytes : seg.size;
+        if (size)
+        {
+            demand.push_back({seg.ns - m_wire.front().ns, size});
+        }
+    }
+    return demand;
+}
+
+void
+MagnetStackRecorder::Record(uint32_t event, uint32_t size)
+{
+    if (m_writer)
+    {
+        m_writer->Record(m_sockid, Simulator::Now().GetNanoSeconds(), event, static_cast<int32_t>(size));
+    }
+}
+
+void
+MagnetStackRecorder::OnWrite(uint32_t bytes, Time due)
+{
+    m_counts.sockSend++;
+    m_counts.sockSendBytes += bytes;
+    Record(MAGNET_SOCK_SEND, bytes);
+}
+
+void
+MagnetStackRecorder::OnTcpTx(Ptr<const Packet> packet,
+                             const TcpHeader& header,
+                             Ptr<const TcpSocketBase> socket)
+{
+    uint32_t size = packet->GetSize(); // the payload: TCP adds its header later
+    if (size == 0)
+    {
+        return;
+    }
+    if (m_tcpHigh.NewBytes(header.GetSequenceNumber().GetValue(), size) == size)
+    {
+        m_counts.tcpSend++;
+        m_counts.tcpSendBytes += size;
+        Record(MAGNET_TCP_SEND, size);
+    }
+    else
+    {
+        m_counts.tcpRetrans++;
+        m_counts.tcpRetransBytes += size;
+        Record(MAGNET_TCP_RETRANS, size);
+    }
+}
+
+void
+MagnetStackRecorder::OnDevTx(Ptr<const Packet> packet)
+{
+    WireTcp seg;
+    if (!ParseFrame(packet, seg) || seg.payload == 0)
+    {
+        return;
+    }
+    uint32_t fresh = m_devHigh.NewBytes(seg.seq, seg.payload);
+    m_counts.devSend++;
+    m_counts.devSendBytes += seg.payload;
+    m_counts.devRetrans += fresh < seg.payload;
+    m_wire.push_back({Simulator::Now().GetNanoSeconds(), seg.payload, fresh});
+    Record(MAGNET_DEV_SEND, seg.payload);
+}
+
+void
+MagnetStackRecorder::OnDevRx(Ptr<const Packet> packet)
+{
+    WireTcp seg;
+    if (!ParseFrame(packet, seg) || seg.payload == 0)
+    {
+        return;
+    }
+    m_counts.devRecv++;
+    m_counts.devRecvBytes += seg.payload;
+    Record(MAGNET_DEV_RECV, seg.payload);
+}
+
+void
+MagnetStackRecorder::OnRead(uint32_t bytes)
+{
+    m_counts.sockRecv++;
+    m_counts.sockRecvBytes += bytes;
+    Record(MAGNET_SOCK_RECV, bytes);
+}
+
+} // namespace ns3
