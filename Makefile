@@ -46,7 +46,8 @@ system-deps:
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[test,parquet]'
+	# compat mode: the checkout itself is on the path, so packages added later import too
+	$(PY) -m pip install -q -e '.[test,parquet]' --config-settings editable_mode=compat
 	touch $@
 
 setup: system-deps $(STAMP)
