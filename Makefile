@@ -43,11 +43,11 @@ system-deps:
 	$(call apt_ensure,$(APT_PCAP))
 	$(call apt_ensure,$(APT_NS3))
 
-$(STAMP): setup.cfg pyproject.toml
+# Reinstalled when the packaging or the set of packages changes.
+$(STAMP): setup.cfg pyproject.toml $(wildcard */__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	# compat mode: the checkout itself is on the path, so packages added later import too
-	$(PY) -m pip install -q -e '.[test,parquet]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[test,parquet]'
 	touch $@
 
 setup: system-deps $(STAMP)
