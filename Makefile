@@ -44,7 +44,7 @@ system-deps:
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[test,parquet]'
+	$(PY) -m pip install -q -e '.[test,parquet,library]'
 	touch $@
 
 setup: system-deps $(STAMP)
