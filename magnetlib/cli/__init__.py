@@ -12,6 +12,7 @@ from ..errors import TraceError
 COMMAND_MODULES = [
     "magnetlib.cli.trace_cmds",
     "magnetlib.cli.pcap_cmds",
+    "magnetlib.cli.library_cmds",
 ]
 
 
