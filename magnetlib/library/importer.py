@@ -25,7 +25,7 @@ from ..format import Event
 from ..trace import Trace, format_addresses
 from . import catalog
 from .catalog import UNANCHORED_DAY, Layout
-from .schema import ADDRESS_COLUMNS, EXT_COLUMNS, PARQUET_OPTIONS, TIME_TYPE, event_array
+from .schema import ADDRESS_COLUMNS, EXT_COLUMNS, PARQUET_OPTIONS, TIME_TYPE, TRACE_SCHEMA, event_array
 from .streams import StreamTotals
 
 CHUNK_RECORDS = 1 << 20            # records per conversion step and per Parquet row group
@@ -231,7 +231,7 @@ def _trace_row(trace: Trace, tid: str, digest: str, path: str, host: str,
     utc = (lambda ns: None if ns is None or not clock.anchored else ns + clock.offset)
     row = {
         "trace": tid, "sha256": digest, "source": os.path.abspath(path),
-        "imported_at": pa.scalar(time.time_ns(), pa.timestamp("ns", tz="UTC")),
+        "imported_at": time.time_ns(),
         "host": host, "hostname": m.hostname, "host_id": m.host_id, "kernel": m.kernel,
         "producer": m.producer, "filter": m.filter, "application": application,
         "clock": m.clock_name, "clock_khz": m.clock_khz, "record_size": m.record_size,
@@ -247,16 +247,5 @@ def _trace_row(trace: Trace, tid: str, digest: str, path: str, host: str,
         row[f"{name}_records"] = s.counts.get(ev, 0)
         row[f"{name}_bytes"] = s.bytes.get(ev, 0)
     row["sched_records"] = sum(s.counts.get(ev, 0) for ev in fmt.SCHED_EVENTS)
-    types = {"host_id": pa.uint64(), "segment_index": pa.uint64(), "start_time": pa.timestamp("ns", tz="UTC"),
-             "end_time": pa.timestamp("ns", tz="UTC"), "first_ns": pa.int64(), "last_ns": pa.int64(),
-             "imported_at": pa.timestamp("ns", tz="UTC")}
-    fields = []
-    for key, value in row.items():
-        if key in types:
-            fields.append(pa.field(key, types[key]))
-        elif isinstance(value, str) or key in ("hostname", "kernel", "producer", "filter", "application"):
-            fields.append(pa.field(key, pa.string()))
-        else:
-            fields.append(pa.field(key, pa.int64()))
-    return pa.Table.from_pylist([row], pa.schema(fields))
+    return pa.Table.from_pylist([row], TRACE_SCHEMA)
 

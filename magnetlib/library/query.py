@@ -16,10 +16,11 @@ from ..errors import TraceError
 from ..format import Event
 from . import catalog
 from .catalog import Layout
-from .schema import RECORD_SCHEMA, event_types
+from .schema import RECORD_SCHEMA, STREAM_SCHEMA, TRACE_SCHEMA, empty, event_types
 
-QUANTILES = (0.05, 0.5, 0.95)
-SPACING_QUANTILES = (0.05, 0.5, 0.95, 0.99)
+# In the column order of magnetlib.metrics.series_table.
+QUANTILES = (0.5, 0.05, 0.95)
+SPACING_QUANTILES = (0.5, 0.05, 0.95, 0.99)
 SOCK_EVENTS = ("SOCK_SEND", "SOCK_RECV")
 NETWORK_NAMES = tuple(Event(ev).name for ev in sorted(fmt.NETWORK_EVENTS))
 
@@ -38,13 +39,12 @@ def connect(layout: Layout, traces: list[str] | None = None):
         con.execute(f"CREATE VIEW traces AS SELECT * FROM read_parquet({_lit(str(layout.traces_file))}) "
                     f"WHERE trace IN {_lit_list(traces or [''])}")
     else:
-        con.execute("CREATE VIEW traces AS SELECT NULL::VARCHAR AS trace WHERE false")
+        con.register("traces", empty(TRACE_SCHEMA))
     streams = catalog.stream_files(layout, traces)
     if streams:
         con.execute(f"CREATE VIEW streams AS SELECT * FROM read_parquet({_lit_list(streams)}, union_by_name=true)")
     else:
-        con.execute("CREATE VIEW streams AS SELECT NULL::VARCHAR AS trace, NULL::VARCHAR AS host, "
-                    "NULL::UBIGINT AS sockid, NULL::VARCHAR AS application, NULL::BIGINT AS bytes WHERE false")
+        con.register("streams", empty(STREAM_SCHEMA))
     files = catalog.event_files(layout, traces)
     if files:
         source = (f"read_parquet({_lit_list(files)}, hive_partitioning=true, union_by_name=true, "

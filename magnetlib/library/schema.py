@@ -75,3 +75,28 @@ PARQUET_OPTIONS = dict(
                     "sport", "dport", "tcp_state", "valid", "tcp_flags", "ip_version"],
     column_encoding={"timestamp_ns": "DELTA_BINARY_PACKED", "time": "DELTA_BINARY_PACKED"},
 )
+
+
+TRACE_SCHEMA = pa.schema(
+    [(name, pa.string()) for name in ("trace", "sha256", "source")]
+    + [("imported_at", TIME_TYPE)]
+    + [(name, pa.string()) for name in ("host", "hostname")] + [("host_id", pa.uint64())]
+    + [(name, pa.string()) for name in ("kernel", "producer", "filter", "application", "clock")]
+    + [("clock_khz", pa.int64()), ("record_size", pa.int64()), ("byteorder", pa.string()),
+       ("segment_index", pa.uint64())]
+    + [(name, pa.int64()) for name in ("records", "truncated_bytes", "streams", "first_ns", "last_ns")]
+    + [("start_time", TIME_TYPE), ("end_time", TIME_TYPE), ("lost", pa.int64()), ("lost_records", pa.int64())]
+    + [(name, pa.int64()) for name in EVENT_COLUMNS] + [("sched_records", pa.int64())])
+
+STREAM_SCHEMA = pa.schema(
+    [("trace", pa.string()), ("host", pa.string()), ("sockid", pa.uint64()), ("application", pa.string()),
+     ("pid", pa.uint32()), ("first_ns", pa.int64()), ("last_ns", pa.int64()), ("first_time", TIME_TYPE),
+     ("last_time", TIME_TYPE), ("top_layer", pa.string()), ("bytes", pa.int64())]
+    + [(name, pa.int64()) for name in EVENT_COLUMNS]
+    + [("sport", pa.uint16()), ("dport", pa.uint16()), ("saddr", pa.string()), ("daddr", pa.string()),
+       ("mss", pa.uint32()), ("min_srtt_us", pa.uint32()), ("max_snd_wnd", pa.uint32()),
+       ("max_rcv_wnd", pa.uint32())])
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()

@@ -13,7 +13,7 @@ import pyarrow as pa
 from .. import format as fmt
 from ..format import Event, ExtValid
 from ..trace import format_addresses
-from .schema import EVENT_COLUMNS, NETWORK_EVENTS, TIME_TYPE
+from .schema import EVENT_COLUMNS, NETWORK_EVENTS, STREAM_SCHEMA, TIME_TYPE
 
 _NET_CODES = np.array(NETWORK_EVENTS, np.uint32)
 TOP_LAYERS = ("sock", "tcp", "ip", "dev")
@@ -154,22 +154,9 @@ def _applications(frame, application: str | None) -> np.ndarray:
     return named
 
 
-STREAM_TYPES = {
-    "trace": pa.string(), "host": pa.string(), "sockid": pa.uint64(), "application": pa.string(),
-    "pid": pa.uint32(), "sport": pa.uint16(), "dport": pa.uint16(), "saddr": pa.string(), "daddr": pa.string(),
-    "first_ns": pa.int64(), "last_ns": pa.int64(), "first_time": TIME_TYPE, "last_time": TIME_TYPE,
-    "top_layer": pa.string(), "bytes": pa.int64(),
-    **{c: pa.int64() for c in EVENT_COLUMNS},
-    "mss": pa.uint32(), "min_srtt_us": pa.uint32(), "max_snd_wnd": pa.uint32(), "max_rcv_wnd": pa.uint32(),
-}
-STREAM_ORDER = ["trace", "host", "sockid", "application", "pid", "first_ns", "last_ns", "first_time",
-                "last_time", "top_layer", "bytes", *EVENT_COLUMNS, "sport", "dport", "saddr", "daddr",
-                "mss", "min_srtt_us", "max_snd_wnd", "max_rcv_wnd"]
-
-
 def _to_arrow(frame, utc_offset: int | None) -> pa.Table:
     arrays = {}
-    for col in STREAM_ORDER:
+    for col in STREAM_SCHEMA.names:
         if col in ("first_time", "last_time"):
             ns = frame[col.replace("time", "ns")].to_numpy(np.int64)
             arrays[col] = (pa.array((ns + utc_offset).view("datetime64[ns]")).cast(TIME_TYPE)
@@ -178,5 +165,5 @@ def _to_arrow(frame, utc_offset: int | None) -> pa.Table:
         values = frame[col]
         arrays[col] = pa.array(values.astype(object).where(values.notna(), None).tolist()
                                if values.dtype == object or values.isna().any() else values.to_numpy(),
-                               STREAM_TYPES[col])
-    return pa.table(arrays)
+                               STREAM_SCHEMA.field(col).type)
+    return pa.table(arrays, schema=STREAM_SCHEMA)
