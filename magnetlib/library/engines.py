@@ -28,6 +28,7 @@ DEMAND_COLUMNS = ["host", "application", "direction", "streams", "calls", "bytes
 TOP_COLUMNS = ["host", "application", "trace", "sockid", "pid", "top_layer", "bytes", "sock_send_bytes",
                "sock_recv_bytes", "dev_send_bytes", "dev_recv_bytes", "first_time", "duration_s"]
 LOSS_COLUMNS = ["host", "timeline", "bin_start", "bin_start_ns", "recorded", "lost", "lost_pct"]
+CONNECT_TIMEOUT = "5s"          # to reach a Dask scheduler
 
 
 def make(layout: Layout, engine: str = "duckdb", scheduler: str | None = None) -> "Engine":
@@ -85,7 +86,7 @@ class DaskEngine(Engine):
             return
         from distributed import Client
         try:
-            client = Client(self.scheduler, timeout="20s", set_as_default=False)
+            client = Client(self.scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
         except OSError as e:
             raise TraceError(self.scheduler, f"cannot reach the Dask scheduler: {e}") from None
         with client:
@@ -305,5 +306,5 @@ def map_params(fn, param_sets, engine: str = "local", scheduler: str | None = No
         import dask
         return list(dask.compute(*[dask.delayed(_call)(fn, p) for p in params], scheduler="threads"))
     from distributed import Client
-    with Client(scheduler, timeout="20s", set_as_default=False) as client:
+    with Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False) as client:
         return client.gather(client.map(_call, [fn] * len(params), params, pure=False))
