@@ -55,7 +55,13 @@ class DuckDBEngine(Engine):
         return _demand_types(self._frame(query.demand_sql()))
 
     def modulation(self):
-        return query.sort_modulation(self._frame(query.modulation_sql()))
+        import pyarrow as pa
+        con = query.connect(self.layout)
+        parts = [query.run(con, query.modulation_sql(query.parquet_source(files)), self.where)
+                 for files in _by_trace(catalog.event_files(self.layout))]
+        if not parts:
+            return query.run(con, query.modulation_sql(), self.where).to_pandas()
+        return query.sort_modulation(pa.concat_tables(parts).to_pandas())
 
     def top_streams(self, n: int = 10):
         return self._frame(query.top_sql(n))[TOP_COLUMNS]

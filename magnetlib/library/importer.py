@@ -132,8 +132,7 @@ def _table(cols: dict, tid: str) -> pa.Table:
     arrays = {
         "trace": pa.DictionaryArray.from_arrays(np.zeros(n, np.int8), [tid]),
         "timestamp_ns": pa.array(cols["timestamp_ns"]),
-        "time": (pa.array(utc.view("datetime64[ns]")).cast(TIME_TYPE) if utc is not None
-                 else pa.nulls(n, TIME_TYPE)),
+        "time": pa.array(utc, TIME_TYPE) if utc is not None else pa.nulls(n, TIME_TYPE),
         "sockid": pa.array(cols["sockid"]),
         "event": event_array(cols["event"]),
         "size": pa.array(cols["size"]),

@@ -29,7 +29,7 @@ def connect(layout: Layout, traces: list[str] | None = None):
     """An in-memory DuckDB connection with the library's views (of `traces`, default all)."""
     import duckdb
     import pyarrow as pa
-    con = duckdb.connect()
+    con = duckdb.connect(config={"preserve_insertion_order": False})
     con.register("event_types", event_types())
     _macros(con)
     committed = catalog.committed(layout)
@@ -47,8 +47,7 @@ def connect(layout: Layout, traces: list[str] | None = None):
         con.register("streams", empty(STREAM_SCHEMA))
     files = catalog.event_files(layout, traces)
     if files:
-        source = (f"read_parquet({_lit_list(files)}, hive_partitioning=true, union_by_name=true, "
-                  "hive_types={'host': VARCHAR, 'day': VARCHAR})")
+        source = parquet_source(files)
     else:
         con.register("_no_records", pa.table({**{f.name: pa.array([], f.type) for f in RECORD_SCHEMA},
                                               "host": pa.array([], pa.string()), "day": pa.array([], pa.string())}))
@@ -56,6 +55,12 @@ def connect(layout: Layout, traces: list[str] | None = None):
     con.execute(f"CREATE VIEW records AS SELECT *, layer_of(event) AS layer, direction_of(event) AS direction "
                 f"FROM {source}")
     return con
+
+
+def parquet_source(files: list[str]) -> str:
+    """Record files as one table, with host and day from their partition directories."""
+    return (f"read_parquet({_lit_list(files)}, hive_partitioning=true, union_by_name=true, "
+            "hive_types={'host': VARCHAR, 'day': VARCHAR})")
 
 
 def _macros(con) -> None:
@@ -107,28 +112,36 @@ def demand_sql() -> str:
     GROUP BY ALL ORDER BY p.host, s.application, p.direction"""
 
 
-def modulation_sql() -> str:
-    """Per stream and layer: the columns of magnetlib.metrics.modulation (Table II and more)."""
-    size_q = ", ".join(f"quantile_cont(size, {q}) AS p{q * 100:g}_size" for q in QUANTILES)
-    gap_q = ", ".join(f"quantile_cont(gap, {q}) AS p{q * 100:g}_spacing_s" for q in SPACING_QUANTILES)
+def modulation_sql(source: str = "records") -> str:
+    """Per stream and layer: the columns of magnetlib.metrics.modulation (Table II and more).
+
+    Run it on one trace's records at a time (source = parquet_source(its files)):
+    the gaps need each stream's events sorted, and sorting one trace at a time
+    bounds the memory by the largest trace rather than by the library."""
+    size_q = ", ".join(f"qs[{i + 1}] AS p{q * 100:g}_size" for i, q in enumerate(QUANTILES))
+    gap_q = ", ".join(f"qg[{i + 1}] AS p{q * 100:g}_spacing_s" for i, q in enumerate(SPACING_QUANTILES))
     return f"""
     WITH d AS (
         SELECT host, trace, sockid, layer_of(event) AS layer, direction_of(event) AS direction,
                event, timestamp_ns AS ns, size
-        FROM records WHERE event IN {_in(NETWORK_NAMES)} AND size > 0 AND sockid <> 0),
+        FROM {source} WHERE event IN {_in(NETWORK_NAMES)} AND size > 0 AND sockid <> 0),
     g AS (
         SELECT *, (ns - lag(ns) OVER (PARTITION BY trace, sockid, layer, direction ORDER BY ns)) / 1e9 AS gap
-        FROM d)
-    SELECT g.host, s.application, g.trace, g.sockid, g.layer, g.direction,
-           count(*) AS events, count(*) FILTER (WHERE event = 'TCP_RETRANS') AS retrans,
-           sum(size)::BIGINT AS "bytes", avg(size) AS mean_size, {size_q},
-           cv(stddev_pop(size), avg(size)) AS cv_size,
-           avg(gap) AS mean_spacing_s, {gap_q}, cv(stddev_pop(gap), avg(gap)) AS cv_spacing,
-           (max(ns) - min(ns)) / 1e9 AS span_s,
-           CASE WHEN max(ns) > min(ns) THEN sum(size) * 8 / ((max(ns) - min(ns)) / 1e9) END AS throughput_bps,
-           min(ns) AS first_ns
-    FROM g JOIN (SELECT trace, sockid, application FROM streams) s USING (trace, sockid)
-    GROUP BY ALL"""
+        FROM d),
+    a AS (
+        SELECT host, trace, sockid, layer, direction,
+               count(*) AS events, count(*) FILTER (WHERE event = 'TCP_RETRANS') AS retrans,
+               sum(size)::BIGINT AS "bytes", avg(size) AS mean_size, quantile_cont(size, {list(QUANTILES)}) AS qs,
+               cv(stddev_pop(size), avg(size)) AS cv_size, avg(gap) AS mean_spacing_s,
+               quantile_cont(gap, {list(SPACING_QUANTILES)}) AS qg, cv(stddev_pop(gap), avg(gap)) AS cv_spacing,
+               min(ns) AS first_ns, max(ns) AS last_ns
+        FROM g GROUP BY ALL)
+    SELECT a.host, s.application, a.trace, a.sockid, layer, direction, events, retrans, "bytes", mean_size,
+           {size_q}, cv_size, mean_spacing_s, {gap_q}, cv_spacing,
+           (last_ns - first_ns) / 1e9 AS span_s,
+           CASE WHEN last_ns > first_ns THEN "bytes" * 8 / ((last_ns - first_ns) / 1e9) END AS throughput_bps,
+           first_ns
+    FROM a JOIN (SELECT trace, sockid, application FROM streams) s USING (trace, sockid)"""
 
 
 def top_sql(n: int) -> str:

@@ -35,17 +35,15 @@ class StreamTotals:
         self.addr: list = []
 
     def add(self, cols: dict) -> None:
-        net = np.isin(cols["event"], _NET_CODES) & (cols["sockid"] != 0)
-        if not net.any():
-            return
-        sid = cols["sockid"][net]
-        table = pa.table({"sockid": sid, "event": cols["event"][net],
-                          "bytes": np.maximum(cols["size"][net], 0).astype(np.int64),
-                          "ns": cols["timestamp_ns"][net]})
+        """Aggregate a chunk by (sockid, event) over all its records; table() keeps the
+        network events of real sockets (grouping first is cheaper than masking first)."""
+        table = pa.table({"sockid": cols["sockid"], "event": cols["event"],
+                          "bytes": np.maximum(cols["size"], 0), "ns": cols["timestamp_ns"]})
         self.parts.append(table.group_by(["sockid", "event"]).aggregate(
             [("bytes", "sum"), ("bytes", "count"), ("ns", "min"), ("ns", "max")]))
         if self.ext:
-            self._add_ext(cols, net, sid)
+            net = np.isin(cols["event"], _NET_CODES) & (cols["sockid"] != 0)
+            self._add_ext(cols, net, cols["sockid"][net])
 
     def _add_ext(self, cols: dict, net: np.ndarray, sid: np.ndarray) -> None:
         valid = cols["valid"][net]
@@ -103,6 +101,9 @@ def _pivot(parts: list[pa.Table]):
     g = (pa.concat_tables(parts).group_by(["sockid", "event"])
          .aggregate([("bytes_sum", "sum"), ("bytes_count", "sum"), ("ns_min", "min"), ("ns_max", "max")])
          .to_pandas())
+    g = g[g["event"].isin(_NET_CODES) & (g["sockid"] != 0)]
+    if g.empty:
+        return _pivot([])
     by = g.groupby("sockid")
     frame = pd.DataFrame({"first_ns": by["ns_min_min"].min(), "last_ns": by["ns_max_max"].max()})
     for ev in NETWORK_EVENTS:
