@@ -89,7 +89,7 @@ def measure_queries(lib: str, engine: str, scheduler: str | None) -> dict:
 def _analysis(library, name: str, engine: str, scheduler: str | None):
     if name == "scan":
         if engine != "duckdb":
-            return library.query("SELECT 1 AS skipped")          # SQL is DuckDB's
+            return library.query("SELECT 1 AS skipped")          # SQL is DuckDB's: not timed
         return library.query("SELECT host, event, count(*) AS n, sum(size) AS bytes FROM records "
                              "GROUP BY ALL ORDER BY ALL")
     call = {"demand": "demand_stats", "modulation": "modulation", "top": "top_streams", "loss": "loss"}[name]
@@ -179,7 +179,8 @@ def report(records: int, size: int, disk: int, imp: dict, again: dict, duck: dic
     engines = [("duckdb", duck)] + ([("dask", dask)] if dask else [])
     print(f"{'analysis':<12}" + "".join(f"{e + ' s':>12}{'M rec/s':>10}" for e, _ in engines) + f"{'rows':>8}")
     for name in ANALYSES:
-        cells = "".join(f"{r[name]:>12.2f}{records / r[name] / 1e6:>10.1f}" for _, r in engines)
+        cells = "".join(f"{r[name]:>12.2f}{records / r[name] / 1e6:>10.1f}" if e == "duckdb" or name != "scan"
+                        else f"{'-':>12}{'-':>10}" for e, r in engines)
         print(f"{name:<12}{cells}{duck['rows'][name]:>8}")
     for label, r in engines:
         print(f"{label} queries: peak private {r['rss_anon_peak'] / mib:.0f} MiB, mapped {r['rss_file_peak'] / mib:.0f} MiB "

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import TraceError
 from . import catalog, query
 from .catalog import Layout
-from .schema import EVENT_NAMES
+from .schema import EVENT_NAMES, RECORD_SCHEMA, STREAM_SCHEMA
 
 ENGINES = ("duckdb", "dask")
 DEMAND_COLUMNS = ["host", "application", "direction", "streams", "calls", "bytes", "mean_size", "std_size",
@@ -115,7 +115,7 @@ class DaskEngine(Engine):
         files = self._files()
         if not files:
             return pd.DataFrame(columns=DEMAND_COLUMNS)
-        parts = dd.from_map(demand_partials, files)
+        parts = dd.from_map(demand_partials, files, meta=_demand_of(_empty(DEMAND_READ), "", ""))
         keys = ["host", "trace", "sockid", "direction"]
         per_stream = parts.groupby(keys).agg({"calls": "sum", "bytes": "sum", "sumsq": "sum", "min_size": "min",
                                               "max_size": "max", "first_ns": "min", "last_ns": "max"})
@@ -143,7 +143,8 @@ class DaskEngine(Engine):
         if not groups:
             return pd.DataFrame()
         with self._compute() as compute:
-            (table,) = compute(dd.from_map(modulation_of_files, groups))
+            (table,) = compute(dd.from_map(modulation_of_files, groups,
+                                           meta=_modulation_of(_empty(DEMAND_READ), "", "")))
         table = table.merge(self._streams()[["trace", "sockid", "application"]], on=["trace", "sockid"])
         cols = ["host", "application", "trace"] + [c for c in table.columns if c not in ("host", "application", "trace")]
         return query.sort_modulation(table[cols])
@@ -155,7 +156,7 @@ class DaskEngine(Engine):
         if not files:
             return pd.DataFrame(columns=TOP_COLUMNS)
         with self._compute() as compute:
-            (top,) = compute(dd.from_map(top_of_file, files, n=n))
+            (top,) = compute(dd.from_map(top_of_file, files, n=n, meta=top_of_file(None, n)))
         return _top(top, n).reset_index(drop=True)
 
     def loss(self, bin_s: float = 60.0):
@@ -164,7 +165,8 @@ class DaskEngine(Engine):
         files = self._files()
         if not files:
             return pd.DataFrame(columns=LOSS_COLUMNS)
-        parts = dd.from_map(loss_partials, files, bin_ns=_bin_ns(bin_s))
+        bin_ns = _bin_ns(bin_s)
+        parts = dd.from_map(loss_partials, files, bin_ns=bin_ns, meta=_loss_of(_empty(LOSS_READ), bin_ns, "", ""))
         summed = parts.groupby(["host", "timeline", "bin_start_ns"]).agg({"recorded": "sum", "lost": "sum"})
         with self._compute() as compute:
             (frame,) = compute(summed)
@@ -200,18 +202,29 @@ def _read(path: str, columns: list[str]):
     return pq.read_table(path, columns=columns)
 
 
+def _empty(columns: list[str]):
+    """No records, with the columns' types: what the tasks' result types are inferred from
+    (dask would otherwise compute a first partition here just to learn them)."""
+    return RECORD_SCHEMA.empty_table().select(columns)
+
+
+DEMAND_READ = ["sockid", "event", "size", "timestamp_ns"]
+
+
 def demand_partials(path: str):
     """Per stream and direction of one file: calls, bytes, sum of squares, extremes, time range."""
+    return _demand_of(_read(path, DEMAND_READ), _partition(path)[0], _trace_of(path))
+
+
+def _demand_of(t, host: str, trace: str):
     import pandas as pd
     from ..format import Event
-    t = _read(path, ["sockid", "event", "size", "timestamp_ns"])
     code = _event_codes(t)
     size = t.column("size").to_numpy()
     sid = t.column("sockid").to_numpy()
     keep = np.isin(code, [Event.SOCK_SEND, Event.SOCK_RECV]) & (size > 0) & (sid != 0)
-    host, _ = _partition(path)
     frame = pd.DataFrame({
-        "host": host, "trace": _trace_of(path), "sockid": sid[keep],
+        "host": host, "trace": trace, "sockid": sid[keep],
         "direction": np.where(code[keep] == Event.SOCK_RECV, "recv", "send"),
         "size": size[keep].astype(np.int64), "ns": t.column("timestamp_ns").to_numpy()[keep]})
     frame["sq"] = frame["size"].astype(np.float64) ** 2
@@ -228,18 +241,22 @@ def _trace_of(path: str) -> str:
 def modulation_of_files(files: list[str]):
     """magnetlib.metrics.modulation of one trace's records, read from its Parquet files."""
     import pyarrow as pa
+    t = pa.concat_tables(_read(f, DEMAND_READ) for f in files)
+    return _modulation_of(t, _partition(files[0])[0], _trace_of(files[0]))
+
+
+def _modulation_of(t, host: str, trace: str):
     from ..metrics import modulation_of
-    t = pa.concat_tables(_read(f, ["sockid", "event", "size", "timestamp_ns"]) for f in files)
     table = modulation_of(t.column("timestamp_ns").to_numpy(), t.column("size").to_numpy().astype(np.int64),
                           _event_codes(t), t.column("sockid").to_numpy())
-    table.insert(0, "host", _partition(files[0])[0])
-    table.insert(1, "trace", _trace_of(files[0]))
+    table.insert(0, "host", host)
+    table.insert(1, "trace", trace)
     return table
 
 
-def top_of_file(path: str, n: int):
+def top_of_file(path: str | None, n: int):
     import pyarrow.parquet as pq
-    frame = pq.read_table(path).to_pandas()
+    frame = (pq.read_table(path) if path else STREAM_SCHEMA.empty_table()).to_pandas()
     frame["duration_s"] = (frame["last_ns"] - frame["first_ns"]) / 1e9
     return _top(frame[TOP_COLUMNS], n)
 
@@ -248,10 +265,16 @@ def _top(frame, n: int):
     return frame.sort_values(["bytes", "trace", "sockid"], ascending=[False, True, True]).head(n)
 
 
+LOSS_READ = ["timestamp_ns", "time", "event", "size"]
+
+
 def loss_partials(path: str, bin_ns: int):
+    return _loss_of(_read(path, LOSS_READ), bin_ns, _partition(path)[0], _trace_of(path))
+
+
+def _loss_of(t, bin_ns: int, host: str, trace: str):
     import pandas as pd
     from ..format import Event
-    t = _read(path, ["timestamp_ns", "time", "event", "size"])
     code = _event_codes(t)
     anchored = t.column("time").null_count == 0
     ns = (t.column("time").cast("int64") if anchored else t.column("timestamp_ns")).to_numpy()
@@ -259,8 +282,8 @@ def loss_partials(path: str, bin_ns: int):
     frame = pd.DataFrame({"bin_start_ns": ns // bin_ns * bin_ns, "recorded": (~lost).astype(np.int64),
                           "lost": np.where(lost, t.column("size").to_numpy(), 0).astype(np.int64)})
     frame = frame.groupby("bin_start_ns", as_index=False).sum()
-    frame.insert(0, "host", _partition(path)[0])
-    frame.insert(1, "timeline", "utc" if anchored else _trace_of(path))
+    frame.insert(0, "host", host)
+    frame.insert(1, "timeline", "utc" if anchored else trace)
     return frame
 
 

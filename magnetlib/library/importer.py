@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -75,17 +76,21 @@ def import_trace(layout: Layout, path: str, application: str | None = None,
         host = host_label(trace)
         clock = _Clock(trace)
         totals = StreamTotals(trace.has_ext)
-        with _PartitionWriter(Layout(staged), host, tid) as writer:
-            for lo, hi in trace.chunks(size=chunk_records):
-                cols = _columns(trace, lo, hi, clock)
-                totals.add(cols)
-                writer.write(_table(cols, tid), cols["day"])
-        label = application or trace.meta.filter
-        streams = totals.table(tid, host, label, clock.offset if clock.anchored else None)
-        Layout(staged).streams_dir.mkdir(parents=True, exist_ok=True)
-        pq.write_table(streams, Layout(staged).streams_file(tid))
-        row = _trace_row(trace, tid, digest, path, host, application, clock, streams)
-        catalog.commit(layout, staged, row)
+        try:
+            with _PartitionWriter(Layout(staged), host, tid) as writer:
+                for lo, hi in trace.chunks(size=chunk_records):
+                    cols = _columns(trace, lo, hi, clock)
+                    totals.add(cols)
+                    writer.write(_table(cols, tid), cols["day"])
+            label = application or trace.meta.filter
+            streams = totals.table(tid, host, label, clock.offset if clock.anchored else None)
+            Layout(staged).streams_dir.mkdir(parents=True, exist_ok=True)
+            pq.write_table(streams, Layout(staged).streams_file(tid))
+            row = _trace_row(trace, tid, digest, path, host, application, clock, streams)
+            catalog.commit(layout, staged, row)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)     # files already moved are orphans: cleanup()
+            raise
         return Added(path, tid, "added", len(trace.data), time.perf_counter() - t0, trace.truncated_bytes)
 
 
