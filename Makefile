@@ -61,6 +61,7 @@ test: setup
 bench: setup
 	$(PY) -m experiments.bench_parse
 	$(PY) -m experiments.bench_pcap
+	$(PY) -m experiments.bench_library
 
 # Regenerate the C header from the format description.
 header: $(STAMP)
