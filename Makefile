@@ -47,7 +47,7 @@ system-deps:
 $(STAMP): setup.cfg pyproject.toml $(wildcard */__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[test,parquet]'
+	$(PY) -m pip install -q -e '.[test,parquet,library]'
 	touch $@
 
 setup: system-deps $(STAMP)
@@ -76,6 +76,7 @@ bench: setup ns3
 	$(PY) -m experiments.bench_parse
 	$(PY) -m experiments.bench_pcap
 	$(PY) -m experiments.bench_ns3
+	$(PY) -m experiments.bench_library
 
 # Regenerate the C header from the format description.
 header: $(STAMP)

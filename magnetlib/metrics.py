@@ -107,12 +107,17 @@ def modulation(trace: Trace, sockid: int | None = None, data_only: bool = True):
     as the paper's Table II does; TCP rows include retransmissions, also counted
     alone in `retrans`.
     """
-    import pandas as pd
     codes = sorted(fmt.NETWORK_EVENTS)
     pos = trace.select(codes, sockid)
     ns, size = trace.series(pos)
-    event = trace.column_at("event", pos)
-    sid = trace.column_at("sockid", pos)
+    return modulation_of(ns, size, trace.column_at("event", pos), trace.column_at("sockid", pos),
+                         data_only)
+
+
+def modulation_of(ns: np.ndarray, size: np.ndarray, event: np.ndarray, sid: np.ndarray,
+                  data_only: bool = True):
+    """The modulation table of network events given as columns (what modulation() reads
+    from a trace; the trace library computes it from Parquet with this same function)."""
     keep = (size > 0) if data_only else np.ones(len(size), bool)
     keep &= sid != 0
     ns, size, event, sid = ns[keep], size[keep], event[keep], sid[keep]

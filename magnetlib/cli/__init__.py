@@ -13,6 +13,7 @@ COMMAND_MODULES = [
     "magnetlib.cli.trace_cmds",
     "magnetlib.cli.pcap_cmds",
     "magnetlib.cli.replay_cmds",
+    "magnetlib.cli.library_cmds",
 ]
 
 

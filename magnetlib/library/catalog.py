@@ -1,0 +1,190 @@
+"""A trace library on disk: its layout, its catalogue, and how an import commits.
+
+    LIB/magnet-library.json                       marks the directory as a library
+    LIB/events/host=H/day=D/T-NNNN.parquet        the records of trace T (Hive partitions)
+    LIB/catalog/streams/T.parquet                 one row per stream of trace T
+    LIB/catalog/traces.parquet                    one row per trace: THE list of what is in
+    LIB/.staging/                                 imports in progress
+    LIB/.lock                                     writers take it (readers never wait)
+
+A trace T is in the library exactly when traces.parquet lists it.  An import
+writes everything under .staging, moves its files into place, and commits by
+replacing traces.parquet (one atomic rename).  Readers build their file lists
+from traces.parquet, so files of an import that was interrupted before its
+commit are never seen; the next writer removes them.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TraceError
+
+MARKER = "magnet-library.json"
+LAYOUT_VERSION = 1
+UNANCHORED_DAY = "unanchored"        # the day partition of traces without a wall-clock anchor
+
+
+class LibraryError(TraceError):
+    """Something wrong with a library directory (one line, like TraceError)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def marker(self) -> Path:
+        return self.root / MARKER
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events"
+
+    @property
+    def streams_dir(self) -> Path:
+        return self.root / "catalog" / "streams"
+
+    @property
+    def traces_file(self) -> Path:
+        return self.root / "catalog" / "traces.parquet"
+
+    @property
+    def staging(self) -> Path:
+        return self.root / ".staging"
+
+    def partition(self, host: str, day: str) -> Path:
+        return self.events / f"host={host}" / f"day={day}"
+
+    def streams_file(self, trace: str) -> Path:
+        return self.streams_dir / f"{trace}.parquet"
+
+
+def safe_label(text: str) -> str:
+    """A host label usable as a partition directory name (and in SQL without quoting woes)."""
+    label = re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip()).strip("._") or "unknown"
+    return label[:100]
+
+
+def open_layout(path: str | os.PathLike, create: bool = False) -> Layout:
+    """The layout of the library at `path`; with create, make an empty library there."""
+    root = Path(path)
+    layout = Layout(root)
+    if layout.marker.is_file():
+        _check_marker(layout)
+        return layout
+    if not create:
+        what = "does not exist" if not root.exists() else "is not a magnet library (no magnet-library.json)"
+        raise LibraryError(str(root), what)
+    if root.exists() and any(root.iterdir()):
+        raise LibraryError(str(root), "is not empty and not a magnet library; refusing to use it")
+    for d in (layout.events, layout.streams_dir, layout.staging):
+        d.mkdir(parents=True, exist_ok=True)
+    tmp = root / (MARKER + ".tmp")
+    tmp.write_text(json.dumps({"format": "magnet-library", "version": LAYOUT_VERSION}) + "\n")
+    os.replace(tmp, layout.marker)
+    return layout
+
+
+def _check_marker(layout: Layout) -> None:
+    try:
+        info = json.loads(layout.marker.read_text())
+        version = int(info["version"])
+    except (ValueError, KeyError, TypeError, OSError):
+        raise LibraryError(str(layout.marker), "unreadable library marker") from None
+    if version > LAYOUT_VERSION:
+        raise LibraryError(str(layout.root), f"library layout version {version} is newer than "
+                                              f"this magnet reads ({LAYOUT_VERSION})")
+
+
+@contextmanager
+def writer_lock(layout: Layout):
+    """One writer at a time; the lock goes with the process, however it ends."""
+    with open(layout.root / ".lock", "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+# ----------------------------------------------------------- the catalogue ---
+def read_traces(layout: Layout):
+    """The traces table (pyarrow), or None for a library with no trace yet."""
+    import pyarrow.parquet as pq
+    if not layout.traces_file.exists():
+        return None
+    return pq.read_table(layout.traces_file)
+
+
+def committed(layout: Layout) -> list[str]:
+    """Ids of the traces in the library."""
+    table = read_traces(layout)
+    return [] if table is None else table.column("trace").to_pylist()
+
+
+def event_files(layout: Layout, traces: list[str] | None = None) -> list[str]:
+    """Parquet files of the records of the given traces (default: all committed ones)."""
+    wanted = set(committed(layout) if traces is None else traces)
+    found = []
+    for part in sorted(layout.events.glob("host=*/day=*")):
+        for entry in sorted(os.scandir(part), key=lambda e: e.name):
+            if entry.name.endswith(".parquet") and entry.name.split("-", 1)[0] in wanted:
+                found.append(entry.path)
+    return found
+
+
+def stream_files(layout: Layout, traces: list[str] | None = None) -> list[str]:
+    wanted = committed(layout) if traces is None else traces
+    return [str(layout.streams_file(t)) for t in sorted(wanted) if layout.streams_file(t).exists()]
+
+
+def commit(layout: Layout, staged: Path, trace_row) -> None:
+    """Move a staged import into place and list its trace: the import's one atomic step.
+
+    Until traces.parquet is replaced, the moved files belong to no listed trace
+    and stay invisible; a crash in between leaves orphans that cleanup() removes.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    for src in sorted(staged.rglob("*.parquet")):
+        dest = layout.root / src.relative_to(staged)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(src, dest)
+    old = read_traces(layout)
+    table = trace_row if old is None else pa.concat_tables([old, trace_row], promote_options="default")
+    tmp = layout.traces_file.with_suffix(".parquet.tmp")
+    pq.write_table(table, tmp)
+    _fsync(tmp)
+    os.replace(tmp, layout.traces_file)
+    _fsync(layout.traces_file.parent)
+    shutil.rmtree(staged, ignore_errors=True)
+
+
+def cleanup(layout: Layout) -> int:
+    """Remove what interrupted imports left (under the writer lock); returns files removed."""
+    removed = 0
+    for entry in layout.staging.iterdir() if layout.staging.exists() else []:
+        shutil.rmtree(entry, ignore_errors=True)
+        removed += 1
+    keep = set(committed(layout))
+    orphans = [p for p in layout.events.glob("host=*/day=*/*.parquet") if p.name.split("-", 1)[0] not in keep]
+    orphans += [p for p in layout.streams_dir.glob("*.parquet") if p.stem not in keep]
+    for path in orphans:
+        path.unlink(missing_ok=True)
+    layout.traces_file.with_suffix(".parquet.tmp").unlink(missing_ok=True)
+    return removed + len(orphans)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
