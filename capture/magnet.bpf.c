@@ -287,6 +287,14 @@ static __always_inline void fill_gso(struct magnet_ext *e, __u16 segs, __u16 siz
 	e->gso_size = size;
 }
 
+static __always_inline void fill_gso_skb(struct magnet_ext *e, const struct sk_buff *skb)
+{
+	const struct skb_shared_info *sh = bpf_rdonly_cast(skb->head + skb->end,
+		bpf_core_type_id_kernel(struct skb_shared_info));
+
+	fill_gso(e, sh->gso_segs, sh->gso_size);
+}
+
 /* ------------------------------------------------------------- packets --- */
 
 /* The TCP/IP headers of a packet, read where it is (BTF-typed or packet
@@ -431,8 +439,10 @@ static __always_inline bool cgroup_ok(struct sock *sk)
 	cg = sk->sk_cgrp_data.cgroup;
 	if (!cg || cg->level < (int)cfg.cgroup_level)
 		return false;
-	cg = cg->ancestors[cfg.cgroup_level];
-	return cg && cg->kn->id == cfg.cgroup_id;
+	/* ancestors[] lies past the struct's BTF size: read it (once per socket). */
+	if (bpf_probe_read_kernel(&cg, sizeof(cg), &cg->ancestors[cfg.cgroup_level]))
+		return false;
+	return cg && BPF_CORE_READ(cg, kn, id) == cfg.cgroup_id;
 }
 
 static __always_inline bool is_tcp(struct sock *sk)
@@ -670,6 +680,12 @@ static __always_inline void ops_send(struct bpf_sock_ops *skops)
 			fill_tcp_state(&r->ext, tp);
 			if (tp)
 				r->ext.ack_seq = tp->rcv_nxt;
+		} else if (skops->state == BPF_TCP_NEW_SYN_RECV) {	/* SYN-ACK */
+			struct tcp_request_sock *req = bpf_rdonly_cast(k->sk,
+				bpf_core_type_id_kernel(struct tcp_request_sock));
+
+			r->ext.seq = req->snt_isn;
+			r->ext.ack_seq = req->rcv_isn + 1;
 		}
 	}
 	finish(r, bpf_get_socket_cookie(skops), skops->skb_len);
@@ -733,6 +749,7 @@ int BPF_PROG(magnet_tcp_probe, struct sock *sk, const struct sk_buff *skb)
 		r->ext.seq = cb->seq;
 		r->ext.ack_seq = cb->ack_seq;
 		r->ext.tcp_flags = flags;
+		fill_gso_skb(&r->ext, skb);
 		fill_tcp_state(&r->ext, bpf_skc_to_tcp_sock(sk));
 	}
 	finish(r, cookie_of(sk), len);
@@ -863,13 +880,6 @@ int magnet_ip_recv(struct __sk_buff *skb)
 
 /* -------------------------------------------------------- device layer --- */
 
-static __always_inline void fill_gso_skb(struct magnet_ext *e, const struct sk_buff *skb)
-{
-	const struct skb_shared_info *sh = bpf_rdonly_cast(skb->head + skb->end,
-		bpf_core_type_id_kernel(struct skb_shared_info));
-
-	fill_gso(e, sh->gso_segs, sh->gso_size);
-}
 
 /* skb->sk is an RCU pointer here, which socket helpers refuse: the flow
  * map says whether the connection is traced and gives its cookie. */
@@ -939,10 +949,14 @@ static __always_inline bool task_ok(struct task_struct *t)
 	return !cfg.pid || t->tgid == cfg.pid;
 }
 
-static __always_inline int sched_event(__u32 bit, __u32 event, __u64 sockid)
+/* A scheduler event, if the task filter lets `ok` through. */
+static __always_inline int sched_event(bool ok, __u32 bit, __u32 event, __u64 sockid)
 {
-	struct magnet_record *r = begin(bit, event);
+	struct magnet_record *r;
 
+	if (!ok)
+		return skip(MAGNET_PROG_SCHED);
+	r = begin(bit, event);
 	if (!r)
 		return 0;
 	if (cfg.ext)
@@ -954,45 +968,37 @@ static __always_inline int sched_event(__u32 bit, __u32 event, __u64 sockid)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(magnet_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	if (!task_ok(prev) && !task_ok(next))
-		return skip(MAGNET_PROG_SCHED);
-	return sched_event(MAGNET_BIT_SCHED_SWITCH, MAGNET_SCHED_SWITCH,
-			   (__u64)prev->pid << 32 | (__u32)next->pid);
+	return sched_event(task_ok(prev) || task_ok(next), MAGNET_BIT_SCHED_SWITCH,
+			   MAGNET_SCHED_SWITCH, (__u64)prev->pid << 32 | (__u32)next->pid);
 }
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(magnet_sched_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (!task_ok(parent))
-		return skip(MAGNET_PROG_SCHED);
-	return sched_event(MAGNET_BIT_SCHED_FORK, MAGNET_SCHED_FORK,
+	return sched_event(task_ok(parent), MAGNET_BIT_SCHED_FORK, MAGNET_SCHED_FORK,
 			   (__u64)parent->pid << 32 | (__u32)child->pid);
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(magnet_sched_exit, struct task_struct *p)
 {
-	if (!task_ok(p))
-		return skip(MAGNET_PROG_SCHED);
-	return sched_event(MAGNET_BIT_SCHED_EXIT, MAGNET_SCHED_EXIT, p->pid);
+	return sched_event(task_ok(p), MAGNET_BIT_SCHED_EXIT, MAGNET_SCHED_EXIT, p->pid);
 }
 
+/* A CPU enters the scheduler (current: the task leaving the CPU)... */
 SEC("tp_btf/sched_entry_tp")
 int BPF_PROG(magnet_sched_enter, bool preempt)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 
-	if (!task_ok(t))
-		return skip(MAGNET_PROG_SCHED);
-	return sched_event(MAGNET_BIT_SCHED_ENTER, MAGNET_SCHED_ENTER, t->pid);
+	return sched_event(task_ok(t), MAGNET_BIT_SCHED_ENTER, MAGNET_SCHED_ENTER, t->pid);
 }
 
+/* ... and leaves it (current: the task now running). */
 SEC("tp_btf/sched_exit_tp")
 int BPF_PROG(magnet_sched_leave, bool is_switch)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 
-	if (!task_ok(t))
-		return skip(MAGNET_PROG_SCHED);
-	return sched_event(MAGNET_BIT_SCHED_LEAVE, MAGNET_SCHED_LEAVE, t->pid);
+	return sched_event(task_ok(t), MAGNET_BIT_SCHED_LEAVE, MAGNET_SCHED_LEAVE, t->pid);
 }

@@ -11,6 +11,7 @@ from ..errors import TraceError
 # Each module has register(subparsers); its parsers set `func` to a function(args) -> int.
 COMMAND_MODULES = [
     "magnetlib.cli.trace_cmds",
+    "magnetlib.cli.capture_cmds",
 ]
 
 
