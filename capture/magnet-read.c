@@ -243,7 +243,9 @@ static void list_programs(struct capture *c)
 	/* sockops decides on new connections and remembers their flows: always there. */
 	add_prog(c, s->progs.magnet_sockops, MAGNET_PROG_SOCKOPS, NET_EVENTS, true);
 	add_prog(c, s->progs.magnet_tcp_probe, MAGNET_PROG_TCP_PROBE, MAGNET_BIT_TCP_RECV, false);
-	add_prog(c, s->progs.magnet_ip_send, MAGNET_PROG_IP_EGRESS, MAGNET_BIT_IP_SEND, true);
+	/* IP egress also finds the segments sockops did not see (TCP_SEND). */
+	add_prog(c, s->progs.magnet_ip_send, MAGNET_PROG_IP_EGRESS, MAGNET_BIT_IP_SEND |
+		 MAGNET_BIT_TCP_SEND | MAGNET_BIT_TCP_RETRANS, true);
 	add_prog(c, s->progs.magnet_ip_recv, MAGNET_PROG_IP_INGRESS, MAGNET_BIT_IP_RECV, true);
 	add_prog(c, s->progs.magnet_dev_send, MAGNET_PROG_DEV_SEND, MAGNET_BIT_DEV_SEND, false);
 	add_prog(c, s->progs.magnet_dev_recv, MAGNET_PROG_DEV_RECV, MAGNET_BIT_DEV_RECV, false);
@@ -356,6 +358,7 @@ static void read_cpu_stats(struct capture *c, struct magnet_cpu_stats *sum)
 			sum->lost_event[i] += per[cpu].lost_event[i];
 		for (int i = 0; i < MAGNET_NPROGS; i++)
 			sum->skipped[i] += per[cpu].skipped[i];
+		sum->extra += per[cpu].extra;
 	}
 }
 
@@ -542,7 +545,8 @@ static void write_stats(struct capture *c)
 	fprintf(f, "\n  },\n  \"skipped_by_group\": [");
 	for (int i = 0; i < MAGNET_NPROGS; i++)
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)sum.skipped[i]);
-	fprintf(f, "],\n  \"lost_by_event_bit\": [");
+	fprintf(f, "],\n  \"extra_events\": %llu,\n  \"lost_by_event_bit\": [",
+		(unsigned long long)sum.extra);
 	for (int i = 0; i < 16; i++)
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)sum.lost_event[i]);
 	fprintf(f, "],\n  \"records\": %llu,\n  \"lost\": %llu,\n  \"lost_buffer_full\": %llu,\n"

@@ -69,7 +69,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAGNET_FLOWS);
 	__type(key, struct magnet_flow);
-	__type(value, __u64);			/* socket cookie */
+	__type(value, struct magnet_flow_sock);
 } flows SEC(".maps");
 
 #define WANT(bit) (cfg.event_mask & (bit))
@@ -451,9 +451,11 @@ static __always_inline bool is_tcp(struct sock *sk)
 	       (sk->__sk_common.skc_family == AF_INET || sk->__sk_common.skc_family == AF_INET6);
 }
 
-static __always_inline void save_flow(const struct magnet_flow *key, __u64 cookie)
+static __always_inline void save_flow(const struct magnet_flow *key, __u64 cookie, __u64 netns)
 {
-	bpf_map_update_elem(&flows, key, &cookie, BPF_ANY);
+	struct magnet_flow_sock v = { cookie, netns };
+
+	bpf_map_update_elem(&flows, key, &v, BPF_ANY);
 }
 
 /* The receive-orientation flow of a kernel socket. */
@@ -495,8 +497,7 @@ static __always_inline bool traced_sk(struct sock *sk, bool task)
 	s->verdict = ok ? MAGNET_TRACED : MAGNET_IGNORED;
 	if (ok && sk->__sk_common.skc_state != BPF_TCP_LISTEN) {
 		flow_of_sk(&f, sk);
-		save_flow(&f, bpf_get_socket_cookie(sk));
-		s->flow_saved = 1;
+		save_flow(&f, bpf_get_socket_cookie(sk), sk->__sk_common.skc_net.net->net_cookie);
 	}
 	return ok;
 }
@@ -601,7 +602,7 @@ static __always_inline void ops_trace(struct bpf_sock_ops *skops)
 		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | flags);
 	if (skops->op != BPF_SOCK_OPS_TCP_LISTEN_CB) {
 		ops_flow(&f, skops);
-		save_flow(&f, bpf_get_socket_cookie(skops));
+		save_flow(&f, bpf_get_socket_cookie(skops), bpf_get_netns_cookie(skops));
 	}
 }
 
@@ -637,12 +638,31 @@ static __always_inline void ops_recv(struct bpf_sock_ops *skops)
 	finish(r, bpf_get_socket_cookie(skops), skops->skb_len - hdr);
 }
 
-/* TCP_SEND or TCP_RETRANS of the segment TCP is about to transmit. */
+/* Was this segment sent before: a retransmission, or TCP repeating a
+ * segment that was dropped below it (a full qdisc)? It starts below the
+ * highest sequence the connection has sent. Also counts the segments the TCP
+ * layer has accounted for, to compare with the kernel's segs_out. */
+static __always_inline bool resent(struct magnet_sock *s, __u32 seq, __u32 end, bool carries,
+				   __u32 segs)
+{
+	bool again = s->tcp_seen && carries && (__s32)(seq - s->snd_max) < 0;
+
+	if (!s->tcp_seen || (__s32)(end - s->snd_max) > 0)
+		s->snd_max = end;
+	s->tcp_seen = 1;
+	s->tcp_out += segs;
+	return again;
+}
+
+/* TCP_SEND or TCP_RETRANS of the segment TCP is about to transmit. The
+ * callback does not run when the segment's options fill the header (e.g.
+ * an ACK with three SACK blocks): IP egress records those (tcp_send_gap). */
 static __always_inline void ops_send(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock_ops_kern *k = bpf_cast_to_kern_ctx(skops);
 	struct sk_buff *skb = k->skb;
 	struct bpf_sock *sk = skops->sk;
+	struct magnet_sock *s;
 	struct tcp_skb_cb *cb;
 	struct magnet_record *r;
 	__u32 seq, bit = MAGNET_BIT_TCP_SEND, event = MAGNET_TCP_SEND;
@@ -654,9 +674,9 @@ static __always_inline void ops_send(struct bpf_sock_ops *skops)
 	}
 	cb = (struct tcp_skb_cb *)skb->cb;
 	seq = cb->seq;
-	/* Sent before: its sequence lies below snd_nxt (pure ACKs carry snd_nxt). */
-	if (skops->is_fullsock && (__s32)(seq - skops->snd_nxt) < 0 &&
-	    (skops->skb_len || (flags & (TCPHDR_SYN | TCPHDR_FIN)))) {
+	s = skops->is_fullsock && sk ? bpf_sk_storage_get(&socks, sk, 0, 0) : NULL;
+	if (s && resent(s, seq, cb->end_seq, skops->skb_len || (flags & (TCPHDR_SYN | TCPHDR_FIN)),
+			cb->tcp_gso_segs ? cb->tcp_gso_segs : 1)) {
 		bit = MAGNET_BIT_TCP_RETRANS;
 		event = MAGNET_TCP_RETRANS;
 	}
@@ -712,7 +732,7 @@ int magnet_sockops(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
 		if (skops->state == BPF_TCP_NEW_SYN_RECV) {	/* SYN-ACK: first sight of the connection */
 			ops_flow(&f, skops);
-			save_flow(&f, bpf_get_socket_cookie(skops));
+			save_flow(&f, bpf_get_socket_cookie(skops), bpf_get_netns_cookie(skops));
 		}
 		ops_send(skops);
 		return 1;
@@ -790,33 +810,83 @@ static __always_inline bool parse_packet(struct pkt *p, struct __sk_buff *skb)
 	return true;
 }
 
-/* The verdict on a full socket seen by a cgroup_skb program (which runs
- * only for sockets of the traced cgroup). */
-static __always_inline bool traced_bpf_sock(struct bpf_sock *sk, struct __sk_buff *skb,
-					    const struct pkt *p, bool recv)
+/* The state of a full socket seen by a cgroup_skb program (which runs only
+ * for sockets of the traced cgroup), deciding its verdict if needed; NULL
+ * if it is not traced. */
+static __always_inline struct magnet_sock *traced_bpf_sock(struct bpf_sock *sk, struct __sk_buff *skb,
+							    const struct pkt *p, bool recv)
 {
 	struct magnet_sock *s = bpf_sk_storage_get(&socks, sk, 0, 0);
 	struct magnet_flow f;
 	bool ok;
 
 	if (s && s->verdict)
-		return s->verdict == MAGNET_TRACED;
+		return s->verdict == MAGNET_TRACED ? s : NULL;
 	if (cfg.pid)
-		return false;			/* left to a program that knows the task */
+		return NULL;			/* left to a program that knows the task */
 	ok = port_ok(bpf_ntohs(p->flow.sport), bpf_ntohs(p->flow.dport));
 	s = bpf_sk_storage_get(&socks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!s)
-		return false;
+		return NULL;
 	s->verdict = ok ? MAGNET_TRACED : MAGNET_IGNORED;
-	if (ok) {
-		if (recv)
-			__builtin_memcpy(&f, &p->flow, sizeof(f));
-		else
-			reverse_flow(&f, &p->flow);
-		save_flow(&f, bpf_get_socket_cookie(skb));
-		s->flow_saved = 1;
+	if (!ok)
+		return NULL;
+	if (recv)
+		__builtin_memcpy(&f, &p->flow, sizeof(f));
+	else
+		reverse_flow(&f, &p->flow);
+	save_flow(&f, bpf_get_socket_cookie(skb), bpf_get_netns_cookie(skb));
+	return s;
+}
+
+/* A segment TCP sent without its sockops callback running (options filling
+ * the header, or a connection older than the capture): the kernel's segs_out
+ * has moved past what the TCP layer accounted for. 1 if it is an event. */
+static __always_inline int tcp_send_gap(struct __sk_buff *skb, struct bpf_sock *sk,
+					struct magnet_sock *s, const struct pkt *p, __u64 cookie)
+{
+	struct bpf_tcp_sock *tp = bpf_tcp_sock(sk);
+	__u32 bit = MAGNET_BIT_TCP_SEND, event = MAGNET_TCP_SEND, syn_fin;
+	struct magnet_record *r;
+
+	if (!tp || tp->segs_out == s->tcp_out)
+		return 0;
+	syn_fin = !!(p->flags & TCPHDR_SYN) + !!(p->flags & TCPHDR_FIN);
+	if (resent(s, p->seq, p->seq + p->payload + syn_fin, p->payload || syn_fin,
+		   tp->segs_out - s->tcp_out)) {
+		bit = MAGNET_BIT_TCP_RETRANS;
+		event = MAGNET_TCP_RETRANS;
 	}
-	return ok;
+	if (!WANT(bit))
+		return 0;
+	r = begin(bit, event);
+	if (!r)
+		return 1;
+	if (cfg.ext) {
+		fill_task(&r->ext);
+		fill_pkt(&r->ext, p);
+		fill_gso(&r->ext, skb->gso_segs, skb->gso_size);
+		fill_tcp_state(&r->ext, bpf_skc_to_tcp_sock(sk));
+	}
+	finish(r, cookie, p->payload);
+	return 1;
+}
+
+/* The cookie of the connection a listener's handshake packet belongs to. */
+static __always_inline bool handshake_cookie(const struct pkt *p, bool recv, __u64 *cookie)
+{
+	struct magnet_flow key;
+	struct magnet_flow_sock *found;
+
+	if (recv)
+		__builtin_memcpy(&key, &p->flow, sizeof(key));
+	else
+		reverse_flow(&key, &p->flow);
+	found = bpf_map_lookup_elem(&flows, &key);
+	if (!found)
+		return false;
+	*cookie = found->cookie;
+	return true;
 }
 
 static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
@@ -824,34 +894,33 @@ static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
 	enum magnet_prog prog = recv ? MAGNET_PROG_IP_INGRESS : MAGNET_PROG_IP_EGRESS;
 	__u32 bit = recv ? MAGNET_BIT_IP_RECV : MAGNET_BIT_IP_SEND;
 	struct bpf_sock *sk = skb->sk, *full;
+	struct magnet_cpu_stats *st;
 	struct magnet_record *r;
-	struct magnet_flow key;
+	struct magnet_sock *s = NULL;
 	struct pkt p = {};
-	__u64 cookie, *found;
+	__u64 cookie;
+	int events = 0;
 
-	if (!sk || !parse_packet(&p, skb)) {
-		skip(prog);
-		return 1;
-	}
+	if (!sk || !parse_packet(&p, skb))
+		goto skipped;
 	full = bpf_sk_fullsock(sk);
 	if (full && full->state != BPF_TCP_LISTEN) {
-		if (!traced_bpf_sock(full, skb, &p, recv)) {
-			skip(prog);
-			return 1;
-		}
+		s = traced_bpf_sock(full, skb, &p, recv);
+		if (!s)
+			goto skipped;
 		cookie = bpf_get_socket_cookie(skb);
-	} else {				/* a handshake packet of a listener */
-		if (recv)
-			__builtin_memcpy(&key, &p.flow, sizeof(key));
-		else
-			reverse_flow(&key, &p.flow);
-		found = bpf_map_lookup_elem(&flows, &key);
-		if (!found) {
-			skip(prog);
-			return 1;
-		}
-		cookie = *found;
+		if (!recv && WANT(MAGNET_BIT_TCP_SEND | MAGNET_BIT_TCP_RETRANS))
+			events = tcp_send_gap(skb, full, s, &p, cookie);
+	} else if (!handshake_cookie(&p, recv, &cookie)) {
+		goto skipped;
 	}
+	if (!WANT(bit)) {
+		if (!events)
+			goto skipped;
+		return 1;
+	}
+	if (events && (st = cpu_stats_here()))
+		__sync_fetch_and_add(&st->extra, 1);
 	r = begin(bit, recv ? MAGNET_IP_RECV : MAGNET_IP_SEND);
 	if (!r)
 		return 1;
@@ -859,10 +928,13 @@ static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
 		fill_task(&r->ext);
 		fill_pkt(&r->ext, &p);
 		fill_gso(&r->ext, skb->gso_segs, skb->gso_size);
-		if (full && full->state != BPF_TCP_LISTEN)
+		if (s)
 			fill_tcp_state(&r->ext, bpf_skc_to_tcp_sock(full));
 	}
 	finish(r, cookie, p.payload);
+	return 1;
+skipped:
+	skip(prog);
 	return 1;
 }
 
@@ -882,22 +954,23 @@ int magnet_ip_recv(struct __sk_buff *skb)
 
 
 /* skb->sk is an RCU pointer here, which socket helpers refuse: the flow
- * map says whether the connection is traced and gives its cookie. */
+ * map says whether the connection is traced and gives its cookie. Only
+ * devices of the socket's network namespace count (not a router's). */
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(magnet_dev_send, const struct sk_buff *skb, const struct net_device *dev)
 {
 	struct sock *sk = skb->sk;
 	struct magnet_record *r;
+	struct magnet_flow_sock *flow;
 	struct magnet_flow key;
 	struct pkt p = {};
-	__u64 *cookie;
 	__u16 mac = skb->mac_header;
 
 	if (!sk || !parse_kernel_skb(&p, skb, skb->network_header, skb->transport_header))
 		return skip(MAGNET_PROG_DEV_SEND);
 	reverse_flow(&key, &p.flow);
-	cookie = bpf_map_lookup_elem(&flows, &key);
-	if (!cookie)
+	flow = bpf_map_lookup_elem(&flows, &key);
+	if (!flow || flow->netns != skb->dev->nd_net.net->net_cookie)
 		return skip(MAGNET_PROG_DEV_SEND);
 	/* What the device sends after the TCP header (a GSO packet's whole payload). */
 	if (mac != MAC_HEADER_UNSET)
@@ -914,21 +987,21 @@ int BPF_PROG(magnet_dev_send, const struct sk_buff *skb, const struct net_device
 		    sk->__sk_common.skc_state != BPF_TCP_NEW_SYN_RECV)
 			fill_tcp_state(&r->ext, bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock)));
 	}
-	finish(r, *cookie, p.payload);
+	finish(r, flow->cookie, p.payload);
 	return 0;
 }
 
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(magnet_dev_recv, struct sk_buff *skb)
 {
+	struct magnet_flow_sock *flow;
 	struct magnet_record *r;
 	struct pkt p = {};
-	__u64 *cookie;
 
 	if (!parse_kernel_skb(&p, skb, skb->data - skb->head, 0))
 		return skip(MAGNET_PROG_DEV_RECV);
-	cookie = bpf_map_lookup_elem(&flows, &p.flow);
-	if (!cookie)
+	flow = bpf_map_lookup_elem(&flows, &p.flow);
+	if (!flow || flow->netns != skb->dev->nd_net.net->net_cookie)
 		return skip(MAGNET_PROG_DEV_RECV);
 	r = begin(MAGNET_BIT_DEV_RECV, MAGNET_DEV_RECV);
 	if (!r)
@@ -938,7 +1011,7 @@ int BPF_PROG(magnet_dev_recv, struct sk_buff *skb)
 		fill_pkt(&r->ext, &p);
 		fill_gso_skb(&r->ext, skb);
 	}
-	finish(r, *cookie, p.payload);
+	finish(r, flow->cookie, p.payload);
 	return 0;
 }
 

@@ -35,8 +35,9 @@ struct magnet_config {
 	__u16 ports[MAGNET_MAX_PORTS];	/* local or remote port, host order, 0-terminated; none = any */
 };
 
-/* Per-CPU accounting: every program run ends in exactly one of
- * "recorded" (counted by the reader), "lost" or "skipped". */
+/* Per-CPU accounting: every program run ends in "skipped" or in events,
+ * each of them recorded (counted by the reader) or lost:
+ *   runs + extra = recorded + lost + skipped. */
 struct magnet_cpu_stats {
 	__u32 head;			/* next slot of this CPU's buffer */
 	__u32 reserved;
@@ -44,6 +45,7 @@ struct magnet_cpu_stats {
 	__u64 lost;			/* all lost on this CPU */
 	__u64 lost_event[16];		/* lost, by the event's EVENT_MASK bit */
 	__u64 skipped[MAGNET_NPROGS];	/* runs that recorded nothing: filtered out, not an event */
+	__u64 extra;			/* second events of one run (TCP_SEND found by IP egress) */
 };
 
 /* Per-socket verdict of the filter, kept in socket-local storage (cloned to
@@ -52,7 +54,10 @@ enum magnet_verdict { MAGNET_UNDECIDED, MAGNET_TRACED, MAGNET_IGNORED };
 
 struct magnet_sock {
 	__u8 verdict;
-	__u8 flow_saved;
+	__u8 tcp_seen;			/* snd_max is set */
+	__u16 reserved;
+	__u32 snd_max;			/* end of the highest segment recorded at the TCP layer */
+	__u32 tcp_out;			/* segments accounted for at the TCP layer (cf. segs_out) */
 };
 
 /* A connection as the packets arriving for it see it: source = the peer.
@@ -62,6 +67,13 @@ struct magnet_flow {
 	__u8 daddr[16];
 	__u16 sport;
 	__u16 dport;
+};
+
+/* Its socket: the cookie, and the network namespace it lives in (devices of
+ * other namespaces that forward its packets do not count). */
+struct magnet_flow_sock {
+	__u64 cookie;
+	__u64 netns;
 };
 
 #endif /* MAGNET_H */
