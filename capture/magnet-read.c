@@ -410,11 +410,27 @@ static void account_misses(struct capture *c)
 
 /* --------------------------------------------------------------- drain --- */
 
+/* Close this file and start the next one. */
+static void rotate(struct capture *c)
+{
+	if (tw_flush(&c->w)) {
+		write_failed(c);
+		return;
+	}
+	c->bytes_done += c->w.bytes;
+	if (tw_rotate(&c->w))
+		write_failed(c);
+}
+
 static int on_record(void *ctx, const void *data)
 {
 	struct capture *c = ctx;
 	const struct magnet_core *r = data;
 
+	if (c->opt.rotate_bytes && c->w.bytes + c->w.len + c->header.record_size > c->opt.rotate_bytes)
+		rotate(c);
+	if (c->write_failed)
+		return -1;
 	if (r->event == MAGNET_LOST)
 		c->lost += r->size;
 	else
@@ -464,11 +480,10 @@ static void update_status(struct capture *c)
 	status_write(c->opt.status_dir, &c->status);
 }
 
+/* SIGHUP or --rotate-time (--rotate-size is applied record by record). */
 static bool rotation_due(const struct capture *c, __u64 now)
 {
-	return rotate_requested ||
-	       (c->opt.rotate_bytes && c->w.bytes >= c->opt.rotate_bytes) ||
-	       (c->opt.rotate_us && now - c->w.opened_ns >= c->opt.rotate_us * 1000);
+	return rotate_requested || (c->opt.rotate_us && now - c->w.opened_ns >= c->opt.rotate_us * 1000);
 }
 
 static void run(struct capture *c)
@@ -483,9 +498,7 @@ static void run(struct capture *c)
 		drain(c, now - HOLD_BACK_NS);
 		if (rotation_due(c, now) && !c->write_failed) {
 			rotate_requested = 0;
-			c->bytes_done += c->w.bytes;
-			if (tw_rotate(&c->w))
-				write_failed(c);
+			rotate(c);
 		}
 		if (now - last_status >= STATUS_PERIOD_NS) {
 			update_status(c);
