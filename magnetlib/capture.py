@@ -112,6 +112,7 @@ class Settings:
     rotate_time: str | None = None
     stats: str | None = None
     status_dir: str | None = None
+    no_drain: bool = False            # load and attach, never drain (overhead measurements)
 
     def args(self) -> list[str]:
         out: list[str] = []
@@ -122,7 +123,7 @@ class Settings:
                             ("--stats", self.stats), ("--status-dir", self.status_dir)):
             if value is not None:
                 out += [flag, str(value)]
-        return out + (["--ext"] if self.ext else [])
+        return out + (["--ext"] if self.ext else []) + (["--no-drain"] if self.no_drain else [])
 
 
 class Capture:
