@@ -308,19 +308,16 @@ struct pkt {
 	__u16 ip_len, ip_id, frag_off;
 };
 
-static __always_inline __u8 tcp_flags_of(const struct tcphdr *th)
-{
-	return (th->fin) | (th->syn << 1) | (th->rst << 2) | (th->psh << 3) |
-	       (th->ack << 4) | (th->urg << 5) | (th->ece << 6) | (th->cwr << 7);
-}
-
+/* What only the extended block needs is read only when it is recorded
+ * (cfg.ext is a constant: the verifier removes the code otherwise). */
 static __always_inline void pkt_tcp(struct pkt *p, const struct tcphdr *th)
 {
 	p->flow.sport = th->source;
 	p->flow.dport = th->dest;
 	p->seq = bpf_ntohl(th->seq);
-	p->ack_seq = bpf_ntohl(th->ack_seq);
-	p->flags = tcp_flags_of(th);
+	p->flags = ((const __u8 *)th)[13];	/* the flags byte, as the format wants it */
+	if (cfg.ext)
+		p->ack_seq = bpf_ntohl(th->ack_seq);
 }
 
 static __always_inline void pkt_ip4(struct pkt *p, const struct iphdr *ip)
@@ -329,10 +326,12 @@ static __always_inline void pkt_ip4(struct pkt *p, const struct iphdr *ip)
 	set_v4(p->flow.saddr, ip->saddr);
 	set_v4(p->flow.daddr, ip->daddr);
 	p->ip_len = bpf_ntohs(ip->tot_len);
-	p->ip_id = bpf_ntohs(ip->id);
-	p->frag_off = bpf_ntohs(ip->frag_off);
-	p->tos = ip->tos;
-	p->ttl = ip->ttl;
+	if (cfg.ext) {
+		p->ip_id = bpf_ntohs(ip->id);
+		p->frag_off = bpf_ntohs(ip->frag_off);
+		p->tos = ip->tos;
+		p->ttl = ip->ttl;
+	}
 }
 
 static __always_inline void pkt_ip6(struct pkt *p, const struct ipv6hdr *ip6)
@@ -341,8 +340,10 @@ static __always_inline void pkt_ip6(struct pkt *p, const struct ipv6hdr *ip6)
 	__builtin_memcpy(p->flow.saddr, &ip6->saddr, 16);
 	__builtin_memcpy(p->flow.daddr, &ip6->daddr, 16);
 	p->ip_len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
-	p->tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
-	p->ttl = ip6->hop_limit;
+	if (cfg.ext) {
+		p->tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
+		p->ttl = ip6->hop_limit;
+	}
 }
 
 static __always_inline void fill_pkt(struct magnet_ext *e, const struct pkt *p)

@@ -46,12 +46,16 @@ from . import netns
 RESULTS = Path(__file__).resolve().parent / "results" / "overhead"
 BASELINE, LOADED = "no capture", "loaded, not drained"
 MAGNET_RCV, MAGNET_SND = "magnet-read/rcv", "magnet-read/snd"
+MAGNET_ALL = "magnet-read/all"          # cost runs only: every connection traced, runs ~ events
 TCPDUMP_RCV, TCPDUMP_SND = "tcpdump/rcv", "tcpdump/snd"
 CONFIGS = [BASELINE, LOADED, MAGNET_RCV, MAGNET_SND, TCPDUMP_RCV, TCPDUMP_SND]
-MAGNET_CONFIGS = [LOADED, MAGNET_RCV, MAGNET_SND]
+MAGNET_CONFIGS = [LOADED, MAGNET_RCV, MAGNET_SND, MAGNET_ALL]
 PORT = 5201
 # Targets of issue 3.
 COST_TARGET_NS = 150
+# An empty tp_btf program on netif_receive_skb measures this with BPF
+# statistics on (their own clock reads), on this VM.
+STATS_FLOOR_NS = 52
 TCPDUMP_SHARE = 0.2
 
 
@@ -226,17 +230,18 @@ def median(values: list[float]) -> float:
 def summarize(runs: list[Run]) -> list[dict]:
     base = median([r.gbps for r in runs if r.config == BASELINE and r.ns_per_event is None])
     rows = []
-    for config in CONFIGS:
+    for config in CONFIGS + [MAGNET_ALL]:
         mine = [r for r in runs if r.config == config and r.ns_per_event is None]
         costs = [r for r in runs if r.config == config and r.ns_per_event is not None]
-        gbps = [r.gbps for r in mine]
+        gbps = [r.gbps for r in mine] or [r.gbps for r in costs]
         rows.append({
             "configuration": config, "runs": len(mine),
             "gbps": median(gbps), "gbps_spread": spread(gbps),
             "reduction_pct": 100.0 * (1 - median(gbps) / base) if config != BASELINE else 0.0,
-            "cpu_pct": median([r.cpu_pct for r in mine]),
-            "tool_cpu_pct": median([r.tool_cpu_pct for r in mine]) if config != BASELINE else None,
-            "events_per_s": median([r.events / r.duration for r in mine]) if config != BASELINE else None,
+            "cpu_pct": median([r.cpu_pct for r in mine or costs]),
+            "tool_cpu_pct": median([r.tool_cpu_pct for r in mine or costs]) if config != BASELINE else None,
+            "events_per_s": (median([(r.events + r.lost) / r.duration for r in mine or costs])
+                             if config != BASELINE else None),
             "lost": max((r.lost for r in mine), default=0),
             "drops": max((r.drops for r in mine), default=0),
             "ns_per_event": median([r.ns_per_event for r in costs]) if costs else None,
@@ -254,21 +259,26 @@ def table(rows: list[dict]) -> str:
             "events/s | events lost | tcpdump drops | ns/event | ns/run |")
     lines = [head, "|" + "---|" * 10]
     for r in rows:
-        lines.append(f"| {r['configuration']} | {r['gbps']:.2f}{r['gbps_spread']} | "
+        name = r["configuration"] + (" †" if r["configuration"] == MAGNET_ALL else "")
+        lines.append(f"| {name} | {r['gbps']:.2f}{r['gbps_spread']} | "
                      f"{r['reduction_pct']:.1f} | {r['cpu_pct']:.0f} | {fmt(r['tool_cpu_pct'])} | "
                      f"{fmt(r['events_per_s'], '{:,.0f}')} | {r['lost']:,} | {r['drops']:,} | "
                      f"{fmt(r['ns_per_event'])} | {fmt(r['ns_per_run'])} |")
+    lines.append(f"\n† every connection traced, measured only in the runs with BPF statistics on "
+                 f"(which slow each program run by ~{STATS_FLOOR_NS} ns): its ns/run is the cost "
+                 f"of recording one event.")
     return "\n".join(lines)
 
 
 def verdicts(rows: list[dict]) -> list[str]:
     by = {r["configuration"]: r for r in rows}
     out = []
-    costs = [by[c]["ns_per_event"] for c in (MAGNET_RCV, MAGNET_SND) if by[c]["ns_per_event"]]
-    if costs:
-        worst = max(costs)
-        out.append(f"kernel cost per event (BPF statistics, magnet-read configurations): "
-                   f"{worst:.0f} ns, target <= {COST_TARGET_NS} ns: {'met' if worst <= COST_TARGET_NS else 'MISSED'}")
+    cost = by[MAGNET_ALL]["ns_per_run"]
+    if cost:
+        out.append(f"kernel cost per event ({MAGNET_ALL}: every run records an event; BPF statistics "
+                   f"run_time_ns/run_cnt, of which ~{STATS_FLOOR_NS} ns are the statistics' own "
+                   f"clock reads): {cost:.0f} ns, target <= {COST_TARGET_NS} ns: "
+                   f"{'met' if cost <= COST_TARGET_NS else 'MISSED'}")
     lost = by[MAGNET_RCV]["lost"] + by[MAGNET_SND]["lost"]
     out.append(f"events lost at saturation with the default buffer: {lost}, target 0: "
                f"{'met' if lost == 0 else 'MISSED'}")
