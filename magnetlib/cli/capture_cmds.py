@@ -132,13 +132,13 @@ def print_summary(trace: Trace, elapsed: float) -> None:
           f"{s.records - s.lost_records} records, {s.lost} lost")
     if len(streams):
         print_streams(streams, trace.path)
-    print(f"{'layer':<6}{'send':>10}{'bytes':>12}{'recv':>10}{'bytes':>12}")
+    print(f"{'layer':<6}{'send events':>12}{'bytes':>15}{'recv events':>12}{'bytes':>15}")
     for layer, send, recv in (("sock", Event.SOCK_SEND, Event.SOCK_RECV),
                               ("tcp", Event.TCP_SEND, Event.TCP_RECV),
                               ("ip", Event.IP_SEND, Event.IP_RECV),
                               ("dev", Event.DEV_SEND, Event.DEV_RECV)):
-        print(f"{layer:<6}{s.counts.get(send, 0):>10}{human_bytes(s.bytes.get(send, 0)):>12}"
-              f"{s.counts.get(recv, 0):>10}{human_bytes(s.bytes.get(recv, 0)):>12}")
+        print(f"{layer:<6}{s.counts.get(send, 0):>12,}{s.bytes.get(send, 0):>15,}"
+              f"{s.counts.get(recv, 0):>12,}{s.bytes.get(recv, 0):>15,}")
     if s.counts.get(Event.TCP_RETRANS):
         print(f"retransmitted: {s.counts[Event.TCP_RETRANS]} segments, "
               f"{human_bytes(s.bytes[Event.TCP_RETRANS])}")
