@@ -32,6 +32,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define TCPHDR_FIN	0x01
 #define TCPHDR_SYN	0x02
 #define MAC_HEADER_UNSET 0xffff
+#define NEXTHDR_HOP	0
 
 const volatile struct magnet_config cfg = {};
 extern unsigned int CONFIG_HZ __kconfig;
@@ -305,7 +306,8 @@ struct pkt {
 	__u32 thlen;			/* TCP header bytes */
 	__u32 seq, ack_seq;
 	__u8 flags, version, tos, ttl;
-	__u16 ip_len, ip_id, frag_off;
+	__u32 ip_len;			/* from the header; 0 for BIG TCP (> 64 KiB) */
+	__u16 ip_id, frag_off;
 };
 
 /* What only the extended block needs is read only when it is recorded
@@ -339,7 +341,7 @@ static __always_inline void pkt_ip6(struct pkt *p, const struct ipv6hdr *ip6)
 	p->version = 6;
 	__builtin_memcpy(p->flow.saddr, &ip6->saddr, 16);
 	__builtin_memcpy(p->flow.daddr, &ip6->daddr, 16);
-	p->ip_len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+	p->ip_len = ip6->payload_len ? bpf_ntohs(ip6->payload_len) + sizeof(*ip6) : 0;
 	if (cfg.ext) {
 		p->tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
 		p->ttl = ip6->hop_limit;
@@ -350,7 +352,7 @@ static __always_inline void fill_pkt(struct magnet_ext *e, const struct pkt *p)
 {
 	e->valid |= MAGNET_EXT_IP | MAGNET_EXT_ADDR | MAGNET_EXT_SEGMENT;
 	e->ip_version = p->version;
-	e->ip_len = p->ip_len;
+	e->ip_len = p->ip_len > 0xffff ? 0 : p->ip_len;	/* 0: unknown (too long) */
 	e->ip_id = p->ip_id;
 	e->ip_frag_off = p->frag_off;
 	e->ip_tos = p->tos;
@@ -374,13 +376,26 @@ static __always_inline void reverse_flow(struct magnet_flow *out, const struct m
 	out->dport = in->sport;
 }
 
+/* The transport payload, once the TCP header is known. `net_len` is the
+ * packet's length from its network header on, for headers that say 0
+ * (BIG TCP packets longer than 64 KiB). */
+static __always_inline void pkt_payload(struct pkt *p, const struct tcphdr *th, __u32 ip_hlen,
+					__u32 net_len)
+{
+	pkt_tcp(p, th);
+	p->thlen = th->doff * 4;
+	if (!p->ip_len)
+		p->ip_len = net_len;
+	p->payload = p->ip_len - ip_hlen - p->thlen;
+}
+
 /* Headers of a kernel skb starting at head + `net` (network) and `trans`
- * (transport, or 0: right after the IP header). false if not TCP. */
+ * (transport, or 0: right after the IP header). false if not TCP. An IPv6
+ * hop-by-hop header before TCP is skipped; other extension headers are not. */
 static __always_inline bool parse_kernel_skb(struct pkt *p, const struct sk_buff *skb,
-					     __u16 net, __u16 trans)
+					     __u16 net, __u16 trans, __u32 net_len)
 {
 	const unsigned char *head = skb->head;
-	const struct tcphdr *th;
 	__u32 ip_hlen;
 
 	if (skb->protocol == bpf_htons(ETH_P_IP)) {
@@ -392,20 +407,26 @@ static __always_inline bool parse_kernel_skb(struct pkt *p, const struct sk_buff
 		ip_hlen = ip->ihl * 4;
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		const struct ipv6hdr *ip6 = bpf_rdonly_cast(head + net, bpf_core_type_id_kernel(struct ipv6hdr));
+		__u8 next = ip6->nexthdr;
 
-		if (ip6->nexthdr != IPPROTO_TCP)
+		ip_hlen = sizeof(*ip6);
+		if (next == NEXTHDR_HOP) {
+			const struct ipv6_opt_hdr *hop = bpf_rdonly_cast(head + net + ip_hlen,
+				bpf_core_type_id_kernel(struct ipv6_opt_hdr));
+
+			next = hop->nexthdr;
+			ip_hlen += (hop->hdrlen + 1) * 8;
+		}
+		if (next != IPPROTO_TCP)
 			return false;
 		pkt_ip6(p, ip6);
-		ip_hlen = sizeof(*ip6);
 	} else {
 		return false;
 	}
 	if (!trans)
 		trans = net + ip_hlen;
-	th = bpf_rdonly_cast(head + trans, bpf_core_type_id_kernel(struct tcphdr));
-	pkt_tcp(p, th);
-	p->thlen = th->doff * 4;
-	p->payload = p->ip_len - ip_hlen - p->thlen;
+	pkt_payload(p, bpf_rdonly_cast(head + trans, bpf_core_type_id_kernel(struct tcphdr)),
+		    ip_hlen, net_len);
 	return true;
 }
 
@@ -794,20 +815,27 @@ static __always_inline bool parse_packet(struct pkt *p, struct __sk_buff *skb)
 		ip_hlen = ip->ihl * 4;
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		const struct ipv6hdr *ip6 = data;
+		const struct ipv6_opt_hdr *hop = (void *)(ip6 + 1);
+		__u8 next;
 
-		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_TCP)
+		if ((void *)(hop + 1) > end)
+			return false;
+		next = ip6->nexthdr;
+		ip_hlen = sizeof(*ip6);
+		if (next == NEXTHDR_HOP) {		/* BIG TCP's jumbo option, say */
+			next = hop->nexthdr;
+			ip_hlen += (hop->hdrlen + 1) * 8;
+		}
+		if (next != IPPROTO_TCP)
 			return false;
 		pkt_ip6(p, ip6);
-		ip_hlen = sizeof(*ip6);
 	} else {
 		return false;
 	}
 	th = data + ip_hlen;
 	if ((void *)(th + 1) > end)
 		return false;
-	pkt_tcp(p, th);
-	p->thlen = th->doff * 4;
-	p->payload = skb->len - ip_hlen - p->thlen;
+	pkt_payload(p, th, ip_hlen, skb->len);
 	return true;
 }
 
@@ -967,7 +995,9 @@ int BPF_PROG(magnet_dev_send, const struct sk_buff *skb, const struct net_device
 	struct pkt p = {};
 	__u16 mac = skb->mac_header;
 
-	if (!sk || !parse_kernel_skb(&p, skb, skb->network_header, skb->transport_header))
+	if (!sk || !parse_kernel_skb(&p, skb, skb->network_header, skb->transport_header,
+				     skb->len - (skb->network_header - (mac != MAC_HEADER_UNSET ? mac :
+								       skb->network_header))))
 		return skip(MAGNET_PROG_DEV_SEND);
 	reverse_flow(&key, &p.flow);
 	flow = bpf_map_lookup_elem(&flows, &key);
@@ -999,7 +1029,7 @@ int BPF_PROG(magnet_dev_recv, struct sk_buff *skb)
 	struct magnet_record *r;
 	struct pkt p = {};
 
-	if (!parse_kernel_skb(&p, skb, skb->data - skb->head, 0))
+	if (!parse_kernel_skb(&p, skb, skb->data - skb->head, 0, skb->len))
 		return skip(MAGNET_PROG_DEV_RECV);
 	flow = bpf_map_lookup_elem(&flows, &p.flow);
 	if (!flow || flow->netns != skb->dev->nd_net.net->net_cookie)

@@ -50,6 +50,10 @@ def tcp_info(sock: socket.socket) -> dict:
     return info
 
 
+def family(addr: str) -> int:
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
 def ports(sock: socket.socket) -> dict:
     return {"local_port": sock.getsockname()[1], "remote_port": sock.getpeername()[1]}
 
@@ -85,9 +89,9 @@ class Server(threading.Thread):
     def run(self) -> None:
         try:
             enter_netns(self.args.server_netns)
-            with socket.socket() as lsock:
+            with socket.socket(family(self.args.addr)) as lsock:
                 lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                lsock.bind((self.args.addr, 0))
+                lsock.bind((self.args.addr, self.args.port))
                 lsock.listen(1)
                 self.port = lsock.getsockname()[1]
                 self.ready.set()
@@ -131,7 +135,7 @@ def closed_info(sock: socket.socket, timeout: float = 10.0) -> dict:
 
 def client(args, port: int) -> dict:
     enter_netns(args.client_netns)
-    sock = socket.socket()
+    sock = socket.socket(family(args.addr))
     if args.cc:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, args.cc.encode())
     sock.connect((args.addr, port))
@@ -190,9 +194,12 @@ def main() -> int:
     p.add_argument("--server-netns")
     p.add_argument("--client-netns")
     p.add_argument("--cc", help="the client's congestion control (TCP_CONGESTION)")
+    p.add_argument("--port", type=int, default=0, help="the server's port (default: any free one)")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds to wait before starting")
     p.add_argument("--out", help="write the JSON here instead of stdout")
     args = p.parse_args()
 
+    time.sleep(args.delay)
     server = Server(args)
     server.start()
     server.ready.wait(10)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,6 +218,13 @@ def check_tcp_state(run: Run) -> None:
     assert abs(rtt_us - last["srtt_us"]) <= max(20, 0.25 * rtt_us)
 
 
+def test_loopback_ipv6(magnet_read, tmp_path):
+    run = captured(tmp_path, "ipv6", ["bulk", "--total", 1_000_000, "--addr", "::1"], "--ext")
+    check_all(run)
+    data = run.trace.data
+    assert (data["ip_version"][data["event"] != E.LOST] == 6).all()
+
+
 def test_veth_10k_every_20ms(veth, tmp_path):
     run = captured(tmp_path, "veth10k", ["periodic", "--size", 10240, "--interval", 0.02,
                                          "--count", 40, "--addr", veth.server_addr,
@@ -258,6 +267,35 @@ def test_sendfile_is_seen(magnet_read, tmp_path):
     assert sent.bytes == run.client["bytes"] == 3_000_000
     assert sent.records >= run.client["sends"]
     assert layer(run.trace, run.client["cookie"], E.TCP_SEND).bytes == 3_000_000
+
+
+# --------------------------------------------------------------- filters ---
+def test_port_filter(magnet_read, tmp_path):
+    port = 40000 + os.getpid() % 20000
+    args = ["periodic", "--count", 5, "--interval", 0.01, "--port", port]
+    run = captured(tmp_path, "port", args, "--port", str(port))
+    check_app_calls(run)
+    other = captured(tmp_path, "noport", args, "--port", str(port + 1))
+    assert other.trace.scan.records == 0
+
+
+def test_pid_filter(magnet_read, tmp_path):
+    """Only the connections of one process, among two doing the same."""
+    outs = [tmp_path / f"app{i}.json" for i in range(2)]
+    apps = [subprocess.Popen([sys.executable, APP, "periodic", "--count", "5", "--interval", "0.01",
+                              "--delay", "1", "--out", out]) for out in outs]
+    trace_path = tmp_path / "pid.magnet"
+    reader = subprocess.Popen([magnet_read, "-o", trace_path, "--pid", str(apps[0].pid), "-q",
+                               "--status-dir", tmp_path])
+    for app in apps:
+        assert app.wait(30) == 0
+    reader.send_signal(signal.SIGINT)
+    assert reader.wait(30) == 0
+    trace = magnetlib.open(trace_path).check()
+    mine, theirs = (json.loads(out.read_text()) for out in outs)
+    streams = set(trace.stream_ids().tolist())
+    assert streams == {mine["client"]["cookie"], mine["server"]["cookie"]}
+    assert layer(trace, mine["client"]["cookie"], E.SOCK_SEND).records == mine["client"]["sends"]
 
 
 # ------------------------------------------------------------------ loss ---
