@@ -287,10 +287,12 @@ def test_pid_filter(magnet_read, tmp_path):
     trace_path = tmp_path / "pid.magnet"
     reader = subprocess.Popen([magnet_read, "-o", trace_path, "--pid", str(apps[0].pid), "-q",
                                "--status-dir", tmp_path])
-    for app in apps:
-        assert app.wait(30) == 0
-    reader.send_signal(signal.SIGINT)
-    assert reader.wait(30) == 0
+    try:
+        for app in apps:
+            assert app.wait(30) == 0
+    finally:
+        reader.send_signal(signal.SIGINT)
+        assert reader.wait(30) == 0
     trace = magnetlib.open(trace_path).check()
     mine, theirs = (json.loads(out.read_text()) for out in outs)
     streams = set(trace.stream_ids().tolist())

@@ -34,10 +34,21 @@ def cgroup(magnet_read):
     capture.remove_cgroup(path)
 
 
-def start(tmp_path: Path, cgroup: Path, name: str = "t.magnet", **settings) -> capture.Capture:
-    settings.setdefault("status_dir", str(tmp_path / "status"))
-    return capture.Capture(tmp_path / name, cgroup=cgroup,
-                           settings=capture.Settings(**settings)).start()
+@pytest.fixture
+def start(tmp_path, cgroup):
+    """Starts captures of the test's cgroup; whatever happens, stops them at the end."""
+    started: list[capture.Capture] = []
+
+    def start(name: str = "t.magnet", **settings) -> capture.Capture:
+        settings.setdefault("status_dir", str(tmp_path / "status"))
+        started.append(capture.Capture(tmp_path / name, cgroup=cgroup,
+                                       settings=capture.Settings(**settings)).start())
+        return started[-1]
+
+    yield start
+    for cap in started:
+        if cap.returncode is None:
+            cap.stop(signal.SIGKILL)
 
 
 def wait_for_records(path: Path, minimum: int = 1000, timeout: float = 10) -> None:
@@ -51,8 +62,8 @@ def wait_for_records(path: Path, minimum: int = 1000, timeout: float = 10) -> No
 
 # ---------------------------------------------------------------- signals ---
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_closes_a_complete_trace(tmp_path, cgroup, sig):
-    cap = start(tmp_path, cgroup, ext=True)
+def test_interrupt_closes_a_complete_trace(tmp_path, cgroup, start, sig):
+    cap = start(ext=True)
     app = traffic(cgroup)
     wait_for_records(cap.output)
     assert cap.stop(sig) == 0
@@ -64,8 +75,8 @@ def test_interrupt_closes_a_complete_trace(tmp_path, cgroup, sig):
     assert not list((tmp_path / "status").glob("*.json"))          # status file removed
 
 
-def test_sigkill_leaves_a_readable_trace(tmp_path, cgroup, magnet):
-    cap = start(tmp_path, cgroup)
+def test_sigkill_leaves_a_readable_trace(tmp_path, cgroup, start, magnet):
+    cap = start()
     app = traffic(cgroup)
     wait_for_records(cap.output, 5000)
     cap.stop(signal.SIGKILL)
@@ -77,8 +88,8 @@ def test_sigkill_leaves_a_readable_trace(tmp_path, cgroup, magnet):
 
 
 # --------------------------------------------------------------- rotation ---
-def test_rotation_by_size_and_sighup(tmp_path, cgroup):
-    cap = start(tmp_path, cgroup, rotate_size="48K", drain_delay="20ms")
+def test_rotation_by_size_and_sighup(tmp_path, cgroup, start):
+    cap = start(rotate_size="48K", drain_delay="20ms")
     app = traffic(cgroup, total=4_000_000)
     app.wait()
     time.sleep(0.2)
@@ -98,19 +109,17 @@ def test_rotation_by_size_and_sighup(tmp_path, cgroup):
 
 
 # ----------------------------------------------------------------- status ---
-def test_status_shows_a_running_capture(tmp_path, cgroup, magnet):
-    cap = start(tmp_path, cgroup, buffer="8M", events="sock,tcp", ports="1,2")
-    try:
-        time.sleep(1.2)                                                # one status period
-        out = magnet("status", "--status-dir", tmp_path / "status", check=True).stdout_text
-        assert "1 capture(s) running" in out and f"pid {cap.pid}" in out
-        assert str(cap.output) in out and "SOCK_SEND" in out and "ports 1,2" in out
-        listed = json.loads(magnet("status", "--status-dir", tmp_path / "status", "--json",
-                                   check=True).stdout_text)
-        assert listed[0]["pid"] == cap.pid and listed[0]["alive"]
-        assert listed[0]["buffer_bytes"] <= 8 << 20 and listed[0]["lost"] == 0
-    finally:
-        cap.stop()
+def test_status_shows_a_running_capture(tmp_path, start, magnet):
+    cap = start(buffer="8M", events="sock,tcp", ports="1,2")
+    time.sleep(1.2)                                                    # one status period
+    out = magnet("status", "--status-dir", tmp_path / "status", check=True).stdout_text
+    assert "1 capture(s) running" in out and f"pid {cap.pid}" in out
+    assert str(cap.output) in out and "SOCK_SEND" in out and "ports 1,2" in out
+    listed = json.loads(magnet("status", "--status-dir", tmp_path / "status", "--json",
+                               check=True).stdout_text)
+    assert listed[0]["pid"] == cap.pid and listed[0]["alive"]
+    assert listed[0]["buffer_bytes"] <= 8 << 20 and listed[0]["lost"] == 0
+    cap.stop()
     out = magnet("status", "--status-dir", tmp_path / "status", check=True).stdout_text
     assert "0 capture(s) running" in out
 
