@@ -84,3 +84,26 @@ header: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis *.egg-info
+
+# capture/: the kernel capture (BPF, libbpf CO-RE) and magnet-read. The tools
+# for its tests and benchmark come with it.
+APT_CAPTURE := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
+               iperf3 tcpdump ethtool iproute2
+
+.PHONY: capture capture-deps bench-capture
+capture-deps:
+	$(call apt_ensure,$(APT_CAPTURE))
+
+capture: capture-deps
+	@if command -v clang >/dev/null 2>&1 && [ -e /usr/include/bpf/libbpf.h ]; then \
+	  $(MAKE) -s -C capture; \
+	else \
+	  echo "capture: clang or libbpf-dev missing: magnet-read not built (its tests skip)" >&2; \
+	  [ -z "$$CI" ]; \
+	fi
+
+test demo bench: capture
+
+# The paper's Table I on this machine (minutes; --quick: under two).
+bench-capture: setup capture
+	$(PY) -m experiments.bench_capture

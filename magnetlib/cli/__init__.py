@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "magnetlib.cli.pcap_cmds",
     "magnetlib.cli.replay_cmds",
     "magnetlib.cli.library_cmds",
+    "magnetlib.cli.capture_cmds",
 ]
 
 

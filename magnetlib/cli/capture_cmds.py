@@ -1,0 +1,208 @@
+"""magnet capture | status | ship: the kernel capture from the command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import time
+from datetime import datetime
+
+from .. import capture, ship
+from ..format import Event
+from ..trace import Trace
+from .common import human_bytes, warn
+
+# Sockets still closing when the command exits (FIN, TIME_WAIT ACKs) get this long.
+LINGER_S = 0.2
+SUMMARY_STREAMS = 10
+
+
+def register(sub) -> None:
+    p = sub.add_parser("capture", help="run a command and record its TCP traffic at every layer",
+                       description="Run CMD in a cgroup of its own and record its connections "
+                                   "with magnet-read (like `perf record -- CMD`).")
+    p.add_argument("-o", "--output", required=True, help="trace file")
+    add_capture_options(p)
+    p.add_argument("--cgroup-name", help="name of the command's cgroup (default magnet-PID)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
+    p.set_defaults(func=cmd_capture)
+
+    p = sub.add_parser("status", help="running captures, their settings, records and losses "
+                                      "(the paper's /proc/net/magnet)")
+    p.add_argument("--status-dir", default=capture.STATUS_DIR)
+    p.add_argument("--json", action="store_true", help="the status files as JSON")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("ship", help="move finished traces to an archive, verified before deletion "
+                                    "(the paper's magnet.copy)")
+    p.add_argument("--spool", required=True, help="directory magnet-read writes into")
+    p.add_argument("--to", required=True, dest="dest",
+                   help="archive: a directory, or HOST:DIR (copied with scp, checked with ssh)")
+    p.add_argument("--ssh", default="ssh", help="ssh command for HOST:DIR (default ssh)")
+    p.add_argument("--scp", default="scp", help="scp command for HOST:DIR (default scp)")
+    p.add_argument("--pattern", default="*.magnet", help="files to ship (default *.magnet)")
+    p.add_argument("--status-dir", default=capture.STATUS_DIR,
+                   help="files that running captures still write are left alone")
+    p.set_defaults(func=cmd_ship)
+
+
+def add_capture_options(p) -> None:
+    p.add_argument("-e", "--events", help="sock,tcp,ip,dev,sched, net, all or event names (default net)")
+    p.add_argument("-x", "--ext", action="store_true", help="extended records (TCP state, IP header, ...)")
+    p.add_argument("-b", "--buffer", help="kernel buffer size, e.g. 16M")
+    p.add_argument("-d", "--drain-delay", help="drain period, e.g. 10ms (default auto)")
+    p.add_argument("-P", "--port", dest="ports", help="only connections with these ports (comma-separated)")
+    p.add_argument("--rotate-size", help="new file at this size")
+    p.add_argument("--rotate-time", help="new file every TIME")
+    p.add_argument("--stats", help="write BPF run-time statistics as JSON to this file")
+    p.add_argument("--status-dir", help=f"status directory (default {capture.STATUS_DIR})")
+
+
+def settings_from(args) -> capture.Settings:
+    return capture.Settings(events=args.events, ext=args.ext, buffer=args.buffer,
+                            drain_delay=args.drain_delay, ports=args.ports,
+                            rotate_size=args.rotate_size, rotate_time=args.rotate_time,
+                            stats=args.stats, status_dir=args.status_dir)
+
+
+# ---------------------------------------------------------------- capture ---
+def cmd_capture(args) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        warn("capture: no command given (magnet capture -o FILE -- CMD ARGS)")
+        return 2
+    if os.geteuid() != 0:
+        warn("capture: needs root (to load BPF programs and create a cgroup)")
+        return 2
+    try:
+        binary = capture.find_magnet_read()
+        cgroup = capture.make_cgroup(args.cgroup_name or f"magnet-{os.getpid()}")
+    except capture.CaptureError as e:
+        warn(f"capture: {e}")
+        return 2
+    try:
+        status, elapsed = run_captured(command, cgroup, args, binary)
+    except capture.CaptureError as e:
+        warn(f"capture: {e}")
+        return 2
+    finally:
+        try:
+            capture.remove_cgroup(cgroup)
+        except capture.CaptureError as e:
+            warn(f"capture: {e}")
+    if status is None:
+        return 127
+    print_summary(Trace(args.output), elapsed)
+    return status
+
+
+def run_captured(command: list[str], cgroup, args, binary) -> tuple[int | None, float]:
+    """Run `command` in `cgroup` under a capture; (its exit status or None, seconds)."""
+    cap = capture.Capture(args.output, cgroup=cgroup, settings=settings_from(args), binary=binary)
+    cap.start()
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(command, preexec_fn=lambda: capture.join_cgroup(cgroup))
+    except OSError as e:
+        cap.stop()
+        warn(f"capture: {command[0]}: {e.strerror}")
+        return None, 0.0
+    status = wait_through_interrupts(proc)
+    elapsed = time.monotonic() - start
+    time.sleep(LINGER_S)
+    if cap.stop() != 0:
+        raise capture.CaptureError(f"magnet-read failed: {cap.error() or f'exit status {cap.returncode}'}")
+    return (status if status >= 0 else 128 - status), elapsed
+
+
+def wait_through_interrupts(proc: subprocess.Popen) -> int:
+    """Wait for the command; a Ctrl-C reaches it directly, we keep waiting."""
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue
+
+
+def print_summary(trace: Trace, elapsed: float) -> None:
+    s = trace.scan
+    streams = trace.streams()
+    print(f"magnet capture: {trace.path}: {elapsed:.2f} s, {len(streams)} stream(s), "
+          f"{s.records - s.lost_records} records, {s.lost} lost")
+    if len(streams):
+        print_streams(streams, trace.path)
+    print(f"{'layer':<6}{'send events':>12}{'bytes':>15}{'recv events':>12}{'bytes':>15}")
+    for layer, send, recv in (("sock", Event.SOCK_SEND, Event.SOCK_RECV),
+                              ("tcp", Event.TCP_SEND, Event.TCP_RECV),
+                              ("ip", Event.IP_SEND, Event.IP_RECV),
+                              ("dev", Event.DEV_SEND, Event.DEV_RECV)):
+        print(f"{layer:<6}{s.counts.get(send, 0):>12,}{s.bytes.get(send, 0):>15,}"
+              f"{s.counts.get(recv, 0):>12,}{s.bytes.get(recv, 0):>15,}")
+    if s.counts.get(Event.TCP_RETRANS):
+        print(f"retransmitted: {s.counts[Event.TCP_RETRANS]} segments, "
+              f"{human_bytes(s.bytes[Event.TCP_RETRANS])}")
+    if s.lost:
+        print(f"LOST: {s.lost} events could not be recorded ({s.lost_records} LOST records); "
+              "raise --buffer or lower --drain-delay")
+
+
+def print_streams(streams, path: str) -> None:
+    top = streams.sort_values("sock_send_bytes", ascending=False).head(SUMMARY_STREAMS)
+    print(f"{'stream (sockid)':<18}{'app sent':>12}{'app recv':>12}{'sends':>8}{'recvs':>8}"
+          f"{'segs out':>10}{'segs in':>9}{'retrans':>8}")
+    for sockid, row in top.iterrows():
+        print(f"{int(sockid):<18}{human_bytes(row.sock_send_bytes):>12}"
+              f"{human_bytes(row.sock_recv_bytes):>12}{row.sock_send_records:>8}"
+              f"{row.sock_recv_records:>8}{row.tcp_send_records:>10}{row.tcp_recv_records:>9}"
+              f"{row.tcp_retrans_records:>8}")
+    if len(streams) > SUMMARY_STREAMS:
+        print(f"... and {len(streams) - SUMMARY_STREAMS} more streams (magnet stats {path})")
+
+
+# ----------------------------------------------------------------- status ---
+def cmd_status(args) -> int:
+    found = capture.running_captures(args.status_dir)
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    alive = [s for s in found if s["alive"]]
+    print(f"magnet: {len(alive)} capture(s) running" + (":" if alive else ""))
+    for s in alive:
+        print_status(s)
+    for s in found:
+        if not s["alive"]:
+            print(f"(stale status file {s['status_file']}: pid {s['pid']} is gone, "
+                  "it was killed before it could clean up)")
+    return 0
+
+
+def print_status(s: dict) -> None:
+    started = datetime.fromtimestamp(s["started"]).strftime("%Y-%m-%d %H:%M:%S")
+    delay = f"{s['drain_delay_us'] / 1000:g} ms" + (" (auto)" if s["drain_auto"] else "")
+    drain = "not drained (--no-drain)" if s["no_drain"] else f"drained every {delay}"
+    print(f"  pid {s['pid']}, since {started}, writing {s['output']} (file {s['segment'] + 1})")
+    print(f"    buffer {human_bytes(s['buffer_bytes'])}, {drain}, "
+          f"fill {s['buffer_fill']:.0%} (peak {s['buffer_fill_peak']:.0%})")
+    print(f"    events {s['events']}; extended data {'on' if s['ext'] else 'off'}; "
+          f"filter: {s['filter']}")
+    print(f"    recorded {s['records']}, lost {s['lost']} "
+          f"(buffer full {s['lost_buffer_full']}, skipped runs {s['lost_skipped_runs']}), "
+          f"{human_bytes(s['bytes_written'])} written")
+
+
+# ------------------------------------------------------------------- ship ---
+def cmd_ship(args) -> int:
+    shipper = ship.Shipper(args.dest, ssh=args.ssh, scp=args.scp)
+    busy = {os.path.realpath(s["output"]) for s in capture.running_captures(args.status_dir)
+            if s["alive"]}
+    failures = 0
+    for path in ship.finished(args.spool, args.pattern, busy):
+        try:
+            shipper.ship(path)
+            print(f"shipped {path} -> {shipper.dest}")
+        except ship.ShipError as e:
+            warn(f"ship: {e} (kept)")
+            failures += 1
+    return 2 if failures else 0
+
