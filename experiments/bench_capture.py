@@ -40,8 +40,8 @@ from pathlib import Path
 
 from magnetlib import capture
 from magnetlib.trace import Trace
+from replay import netns
 
-from . import netns
 
 RESULTS = Path(__file__).resolve().parent / "results" / "overhead"
 BASELINE, LOADED = "no capture", "loaded, not drained"
@@ -347,7 +347,7 @@ def main(argv=None) -> int:
     receiver = capture.make_cgroup(f"{args.prefix}-bench-rcv")
     sender = capture.make_cgroup(f"{args.prefix}-bench-snd")
     try:
-        with netns.pair(f"{args.prefix}b", subnet="10.199.9") as net, \
+        with netns.pair(f"{args.prefix}b") as net, \
                 tempfile.TemporaryDirectory(prefix=f"{args.prefix}-bench-", dir=args.workdir) as work:
             lab = Lab(net, receiver, sender, Path(work), args.duration, binary, Path(work) / "status")
             for index in range(args.runs):

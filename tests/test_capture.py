@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import magnetlib
-from experiments import netns
 from magnetlib import capture
 from magnetlib.format import Event as E
+from replay import netns
 
 from .conftest import require, require_root, require_tool, run_magnet
 
@@ -46,7 +46,7 @@ def magnet_read() -> Path:
 @pytest.fixture(scope="module")
 def veth(magnet_read):
     require_tool("ethtool")
-    with netns.pair(f"{PREFIX}v", subnet="10.199.7") as net:
+    with netns.pair(f"{PREFIX}v") as net:
         yield net
 
 
@@ -252,7 +252,7 @@ def test_retransmissions_are_marked(magnet_read, tmp_path):
     """Losses on the path (a router's token bucket): TCP_RETRANS carries exactly
     what TCP retransmitted; the router's devices do not count."""
     require_tool("tc")
-    with netns.routed(f"{PREFIX}r", rate="50mbit", subnet="10.199") as net:
+    with netns.routed(f"{PREFIX}r", rate="50mbit") as net:
         run = captured(tmp_path, "retrans", ["bulk", "--total", 3_000_000, "--addr", net.server_addr,
                                              "--server-netns", net.server,
                                              "--client-netns", net.client], "--ext")

@@ -13,13 +13,13 @@ import pytest
 import magnetlib
 from magnetlib import pcap
 from magnetlib.format import Clock, Event, ExtValid
+from replay import netns
 
 from .conftest import require_root, require_tool
 
 PREFIX = f"mgpc{os.getpid() % 100000}"
-NS_A, NS_B = f"{PREFIX}a", f"{PREFIX}b"
-VETH_A, VETH_B = f"{PREFIX}va", f"{PREFIX}vb"
-ADDR_A, ADDR_B, PORT = "10.231.0.1", "10.231.0.2", 5001
+(NS_A, NS_B), ((VETH_A, VETH_B),) = netns.names(PREFIX, 1)
+ADDR_A, ADDR_B, PORT = "10.231.1.1", "10.231.1.2", 5001
 WRITES, WRITE_BYTES, INTERVAL_S = 120, 10240, 0.005
 
 SINK = textwrap.dedent(f"""
@@ -50,28 +50,15 @@ SOURCE = textwrap.dedent(f"""
 """)
 
 
-def sh(*cmd, ns=None):
-    full = (["ip", "netns", "exec", ns] if ns else []) + list(cmd)
-    subprocess.run(full, check=True, capture_output=True, timeout=30)
-
-
 @pytest.fixture
 def veth():
+    """Two namespaces joined by a veth pair with its default offloads (replay.netns)."""
     require_root()
     require_tool("ip")
     require_tool("tcpdump")
-    try:
-        sh("ip", "netns", "add", NS_A)
-        sh("ip", "netns", "add", NS_B)
-        sh("ip", "link", "add", VETH_A, "netns", NS_A, "type", "veth", "peer", "name", VETH_B, "netns", NS_B)
-        for ns, dev, addr in ((NS_A, VETH_A, ADDR_A), (NS_B, VETH_B, ADDR_B)):
-            sh("ip", "addr", "add", f"{addr}/24", "dev", dev, ns=ns)
-            sh("ip", "link", "set", dev, "up", ns=ns)
-            sh("ip", "link", "set", "lo", "up", ns=ns)
-        yield
-    finally:
-        for ns in (NS_A, NS_B):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    with netns.pair(PREFIX, subnet="10.231", offloads=True) as net:
+        assert (net.client_addr, net.server_addr) == (ADDR_A, ADDR_B)
+        yield net
 
 
 def _trace_of(log: np.ndarray, local_port: int, path) -> None:
@@ -106,7 +93,7 @@ def test_real_capture_on_veth(veth, tmp_path, magnet, offload):
     capture = tmp_path / "veth.pcap"
     if offload == "off":
         require_tool("ethtool")
-        sh("ethtool", "-K", VETH_A, "tso", "off", "gso", "off", ns=NS_A)
+        netns.sh("ethtool", "-K", VETH_A, "tso", "off", "gso", "off", ns=NS_A)
     sink = subprocess.Popen(["ip", "netns", "exec", NS_B, sys.executable, "-c", SINK],
                             stdout=subprocess.PIPE, text=True)
     dump = subprocess.Popen(["ip", "netns", "exec", NS_A, "tcpdump", "-i", VETH_A, "-s", "128", "-U",
