@@ -119,6 +119,20 @@ def validate(demand: Demand, path: str) -> Demand:
     return demand
 
 
+def adu_table(d: Demand, adu_gap_s: float) -> dict:
+    """Calls grouped into ADUs: a run of calls in one direction whose gaps are at most adu_gap_s.
+
+    Returns start_ns, end_ns, size, direction (0 send = initiator, 1 recv = acceptor) and
+    first (index of its first call) per ADU.
+    """
+    t, size, dirn = d.time_ns, d.size, d.direction
+    new = np.r_[True, (dirn[1:] != dirn[:-1]) | (np.diff(t) > adu_gap_s * 1e9)]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:], len(t)] - 1
+    return {"start_ns": t[first], "end_ns": t[last], "size": np.add.reduceat(size, first) if len(t) else size,
+            "direction": dirn[first], "first": first}
+
+
 # ------------------------------------------------------------------ files ---
 def write_demand(demand: Demand, path: str | os.PathLike) -> str:
     """Write demand as CSV, Parquet or a compact magnet trace, by extension."""

@@ -20,19 +20,24 @@ SYNTH_PREFIX = "synth:"
 
 
 def load_demand(spec: str, stream: int | None = None, duration_s: float = 30.0,
-                seed: int = 0) -> Demand:
-    """The send demand of one stream, validated; TraceError names the input and the problem."""
+                seed: int = 0, directions: str = "send") -> Demand:
+    """The demand of one stream, validated; TraceError names the input and the problem.
+
+    directions "send": its writes only; "both": its reads too (a request/response
+    replay: what the peer sent), times relative to the stream's first call.
+    """
     if spec.startswith(SYNTH_PREFIX):
         return _synthetic(spec, duration_s, seed)
-    d = demand_mod.read_demand(spec, stream).only("send")
+    d = demand_mod.read_demand(spec, stream)
+    d = d.only("send") if directions == "send" else d
     _note_loss(spec)
-    if len(d) == 0:
+    if not (d.direction == demand_mod.SEND).any():
         raise TraceError(spec, "no send-direction demand (SOCK_SEND) to replay")
     streams = np.unique(d.sockid)
     if len(streams) > 1:
         ids = ", ".join(f"{int(s):#x}" for s in streams[:4]) + (", ..." if len(streams) > 4 else "")
         raise TraceError(spec, f"demand of {len(streams)} streams ({ids}): choose one with --stream")
-    return d
+    return Demand(d.time_ns - d.time_ns[0], d.size, d.direction, d.sockid, errors=d.errors, zero=d.zero)
 
 
 def _note_loss(path: str) -> None:
@@ -60,5 +65,5 @@ def _synthetic(spec: str, duration_s: float, seed: int) -> Demand:
 
 def write_compact(demand: Demand, path: str) -> str:
     """The demand as the compact binary form the replayers read (one stream, sockid 1)."""
-    one = Demand.from_arrays(demand.time_ns - demand.time_ns[0], demand.size)
+    one = Demand.from_arrays(demand.time_ns - demand.time_ns[0], demand.size, demand.direction)
     return demand_mod.write_demand(one, path)

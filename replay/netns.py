@@ -125,7 +125,6 @@ class Topology:
     hops: list[Hop]
     notes: list[str] = field(default_factory=list)
     delay_emulated: bool = True
-    guard: "Guard | None" = None     # register captures and cgroups to clean up if we die
 
     def popen(self, ns: str | None, cmd: list[str], **kw) -> subprocess.Popen:
         """Start `cmd` in namespace `ns` (None: this one)."""
@@ -218,7 +217,7 @@ def chain(prefix: str, hops: int = 1, link: Link | list[Link | None] | None = No
         Hop(namespaces[k], devs[k][0], f"{subnet}.{k + 1}.1",
             namespaces[k + 1], devs[k][1], f"{subnet}.{k + 1}.2", links[k] or Link())
         for k in range(hops)])
-    guardian = topo.guard = Guard(prefix) if guard else None
+    guardian = Guard(prefix) if guard else None
     try:
         _add_namespaces(namespaces)
         for hop in topo.hops:
@@ -288,11 +287,14 @@ def listed() -> list[str]:
 
 
 def sweep(prefix: str) -> list[str]:
-    """Delete the namespaces of a chain made with `prefix` (and any veth of it left
-    in this namespace); returns what was removed."""
+    """Delete what a run made with `prefix` left: its namespaces (with their veths
+    and qdiscs), any of its veths left here, and its cgroups (magnet/PREFIX-*,
+    after interrupting captures that record them); returns what was removed."""
+    gone = _sweep_cgroups(prefix)
     ns_name = re.compile(rf"{re.escape(prefix)}-n\d+")
-    gone = [name for name in listed() if ns_name.fullmatch(name)]
-    remove(gone)
+    names_found = [name for name in listed() if ns_name.fullmatch(name)]
+    remove(names_found)
+    gone += names_found
     dev_name = re.compile(rf"{re.escape(prefix)}h\d+[ab]")
     links = sh("ip", "-o", "link", "show", check=False).stdout
     for dev in re.findall(r"^\d+: ([^:@]+)", links, re.M):
@@ -302,25 +304,47 @@ def sweep(prefix: str) -> list[str]:
     return gone
 
 
+def _sweep_cgroups(prefix: str) -> list[str]:
+    from magnetlib import capture
+    try:
+        parent = capture.cgroup2_root() / capture.CGROUP_PARENT
+    except capture.CaptureError:
+        return []
+    found = sorted(parent.glob(f"{prefix}-*"))
+    for pid in [pid for path in found for pid in _capturing(path)]:
+        try:
+            os.kill(pid, signal.SIGINT)            # a capture closes its trace properly
+        except ProcessLookupError:
+            pass
+    for path in found:
+        try:
+            capture.remove_cgroup(path)
+        except capture.CaptureError:
+            pass
+    return [str(path) for path in found]
+
+
 def sweep_stale(family: str) -> list[str]:
-    """Delete namespaces named FAMILY<pid>-n<k> whose process <pid> no longer runs:
-    what runs killed before their clean-up left behind."""
-    pattern = re.compile(rf"({re.escape(family)}(\d+))-n\d+")
-    gone = []
-    for name in listed():
-        m = pattern.fullmatch(name)
-        if m and not Path(f"/proc/{m.group(2)}").exists():
-            gone += sweep(m.group(1))
-    return gone
+    """Sweep the prefixes FAMILY<pid> whose process <pid> no longer runs (namespaces
+    FAMILY<pid>-n<k>, cgroups magnet/FAMILY<pid>-*): what killed runs left behind."""
+    from magnetlib import capture
+    pattern = re.compile(rf"({re.escape(family)}(\d+))-")
+    try:
+        cgroups = [p.name for p in (capture.cgroup2_root() / capture.CGROUP_PARENT).glob(f"{family}*")]
+    except capture.CaptureError:
+        cgroups = []
+    stale = {m.group(1) for m in map(pattern.match, listed() + cgroups)
+             if m and not Path(f"/proc/{m.group(2)}").exists()}
+    return [name for prefix in sorted(stale) for name in sweep(prefix)]
 
 
 class Guard:
     """A process that cleans up after us if we are killed before we can.
 
-    It reads commands on a pipe: `pid N` (interrupt it), `cgroup PATH` (kill
-    what is in it and remove it).  When the pipe closes without `done` (we died),
-    it does all that and deletes the prefix's namespaces.  It has its own
-    session, so a Ctrl-C for our process group does not stop it first.
+    It waits on a pipe from us.  When the pipe closes without `done` (we died),
+    it sweeps the prefix (sweep(): captures interrupted so their traces are
+    closed properly, cgroups, namespaces).  It has its own session, so a
+    Ctrl-C for our process group does not stop it first.
     """
 
     def __init__(self, prefix: str):
@@ -328,21 +352,10 @@ class Guard:
                                      stdin=subprocess.PIPE, text=True, start_new_session=True,
                                      cwd=Path(__file__).resolve().parent.parent)
 
-    def _say(self, line: str) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-
-    def watch_pid(self, pid: int) -> None:
-        self._say(f"pid {pid}")
-
-    def watch_cgroup(self, path: str | os.PathLike) -> None:
-        self._say(f"cgroup {os.fspath(path)}")
-
     def close(self) -> None:
         """We cleaned up ourselves: the guard exits without doing anything."""
         try:
-            self._say("done")
+            self.proc.stdin.write("done\n")
             self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass
@@ -356,28 +369,22 @@ class Guard:
 def _guard(prefix: str) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    pids, cgroups = [], []
-    for line in sys.stdin:
-        word, _, value = line.strip().partition(" ")
-        if word == "done":
-            return 0
-        if word == "pid":
-            pids.append(int(value))
-        elif word == "cgroup":
-            cgroups.append(Path(value))
-    for pid in pids:                      # a capture: SIGINT closes its trace properly
-        try:
-            os.kill(pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
-    from magnetlib import capture
-    for path in cgroups:
-        try:
-            capture.remove_cgroup(path)
-        except capture.CaptureError:
-            pass
-    sweep(prefix)
+    if sys.stdin.read().strip() != "done":
+        sweep(prefix)
     return 0
+
+
+def _capturing(cgroup: Path) -> list[int]:
+    """Processes started with `--cgroup CGROUP` (magnet-read) on their command line."""
+    wanted = f"--cgroup\0{cgroup}\0".encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if wanted in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            pass
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

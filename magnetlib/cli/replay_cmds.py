@@ -1,4 +1,4 @@
-"""magnet replay ns3 | ...: replay application demand through chains of TCP stacks.
+"""magnet replay ns3 | tcp: replay application demand through chains of TCP stacks.
 
 Every replayer prints the same Table II (replay.report), so simulated and real
 stacks can be set side by side.
@@ -6,6 +6,7 @@ stacks can be set side by side.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ def register(sub) -> None:
     p = sub.add_parser("replay", help="replay application demand through simulated or real TCP stacks")
     replayers = p.add_subparsers(dest="replayer", metavar="REPLAYER", required=True)
     register_ns3(replayers)
+    register_tcp(replayers)
 
 
 def add_demand_args(p) -> None:
@@ -192,3 +194,152 @@ def _sweep_summary(combos: list[dict], results: list[dict], out: Path) -> int:
     for line in failed:
         print(f"magnet: {line}", file=sys.stderr)
     return 2 if failed else 0
+
+
+# ------------------------------------------------------------------- tcp ---
+def _tc_rate(text: str) -> str | None:
+    """--rate as ns-3's (20e6, 20Mbps) or "none", in tc's syntax (20mbit)."""
+    from replay.ns3 import ns3_rate
+    if text.lower() in ("none", "0"):
+        return None
+    value = ns3_rate(text)[:-3]                         # "20M", "1G", "500k", "1234"
+    units = {"G": "gbit", "M": "mbit", "k": "kbit"}
+    return value[:-1] + units[value[-1]] if value[-1] in units else value + "bit"
+
+
+def _tc_time(text: str) -> str | None:
+    """--delay as ns-3's (0.03, 30ms) or "none", in tc's syntax (30ms, 500us)."""
+    from replay.ns3 import ns3_time
+    if text.lower() in ("none", "0"):
+        return None
+    value = ns3_time(text)                              # e.g. "30ms", "500us", "1s", "250ns"
+    if value.endswith("ns"):
+        return f"{max(1, round(int(value[:-2]) / 1000))}us"
+    return value
+
+
+def register_tcp(replayers) -> None:
+    from replay.tcp import CAPTURES, MODES
+    p = replayers.add_parser(
+        "tcp", help="through N real Linux TCP stacks (network namespaces, or loopback)",
+        description="Replay DEMAND into real TCP connections, each across its own veth pair between "
+                    "network namespaces (root), and measure what each stack puts on its wire. "
+                    "offline: stack k's wire output is stack k+1's demand (the paper's method); "
+                    "relay: N connections joined by split-TCP relays. Prints Table II as "
+                    "`magnet replay ns3` does and writes per-stack traces, table.csv and plots.")
+    add_demand_args(p)
+    p.add_argument("--stacks", type=int, default=4, help="TCP stacks (default 4)")
+    p.add_argument("--mode", choices=MODES, default="offline",
+                   help="offline re-replay of each stack's wire output, or a live relay chain "
+                        "(default offline)")
+    p.add_argument("--rate", type=_argtype(_tc_rate), default="20Mbps",
+                   help="bottleneck rate of each hop, bit/s: 20e6, 20Mbps, or none (default 20Mbps; "
+                        "tbf on the sending end)")
+    p.add_argument("--delay", type=_argtype(_tc_time), default="30ms",
+                   help="one-way delay of each hop: 0.03, 30ms or none (default 30ms; needs netem, "
+                        "the output says when the kernel lacks it)")
+    p.add_argument("--queue", help="shaper queue, bytes in tc syntax, e.g. 150kb (default 100 frames)")
+    p.add_argument("--shaper", choices=["tbf", "htb"], default="tbf", help="rate shaper (default tbf)")
+    p.add_argument("--loopback", action="store_true",
+                   help="no root needed: connections on 127.0.0.1 (MSS 1448), no shaping, no capture")
+    p.add_argument("--capture", choices=CAPTURES, default="auto",
+                   help="how each stack's wire is recorded: the BPF capture, tcpdump, none (the "
+                        "receiver's reads); auto: the first that works (default)")
+    p.add_argument("--mss", type=int, help="TCP_MAXSEG of every socket (default: the MTU's)")
+    p.add_argument("--cc", help="congestion control of every socket, e.g. cubic, bbr (default: the system's)")
+    p.add_argument("--no-nagle", dest="nagle", action="store_false", help="TCP_NODELAY on every socket")
+    p.add_argument("--sndbuf", type=int, help="SO_SNDBUF of every socket (default: autotuning)")
+    p.add_argument("--rcvbuf", type=int, help="SO_RCVBUF of every socket (default: autotuning)")
+    p.add_argument("--send-only", action="store_true",
+                   help="replay only the send direction of a request/response demand")
+    p.add_argument("--concurrent", action="store_true",
+                   help="both directions at their trace times, no waiting for the peer (Tmix CONC)")
+    p.add_argument("--seed", type=int, default=1, help="random seed of a synth: workload")
+    p.set_defaults(func=cmd_replay_tcp)
+
+
+def cmd_replay_tcp(args) -> int:
+    import signal
+
+    from replay import inputs, tcp
+    try:
+        params = tcp.TcpParams(stacks=args.stacks, mode=args.mode, rate=args.rate, delay=args.delay,
+                               queue=args.queue, shaper=args.shaper, loopback=args.loopback,
+                               capture=args.capture, mss=args.mss, cc=args.cc, nagle=args.nagle,
+                               sndbuf=args.sndbuf, rcvbuf=args.rcvbuf, concurrent=args.concurrent)
+    except ValueError as e:
+        raise TraceError("magnet replay tcp", str(e)) from None
+    tcp.check_privileges(params)
+    demand = inputs.load_demand(args.demand, args.stream, args.duration, args.seed,
+                                directions="send" if args.send_only else "both")
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    inputs.write_compact(demand, str(out / "demand.magnet"))
+    previous = signal.signal(signal.SIGTERM, _interrupt)       # clean up as for Ctrl-C
+    try:
+        print(_describe(params, demand), flush=True)
+        run = tcp.run_chain(demand, out, params, progress=lambda line: print(line, file=sys.stderr))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    _report_tcp(run, not args.no_plots)
+    return 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _describe(params, demand) -> str:
+    from magnetlib.demand import RECV
+    where = ("127.0.0.1 (loopback, MSS 1448)" if params.loopback else
+             "a veth pair between network namespaces per stack (MTU 1500, offloads off)")
+    hop = (f"rate {params.rate or 'unshaped'}" + (f" ({params.shaper} on the sending end)" if params.rate else "")
+           + f", one-way delay {params.delay or 'none'}")
+    responses = int((demand.direction == RECV).sum())
+    return (f"magnet replay tcp: {params.stacks} stacks, {params.mode}, over {where}\n"
+            + ("" if params.loopback else f"  per hop: {hop}\n")
+            + f"  TCP: {params.cc or 'system default'} congestion control, Nagle {'on' if params.nagle else 'off'}"
+            + (f", MSS {params.mss}" if params.mss else "") + "\n"
+            + f"  demand: {len(demand) - responses} writes, {demand.total_bytes} bytes over "
+              f"{demand.duration_ns / 1e9:.3f} s"
+            + (f", {responses} of them responses (the acceptor's)" if responses else ""))
+
+
+def _report_tcp(run, plots: bool) -> None:
+    from replay import fidelity, report
+    out = run.out_dir
+    tables = [("send", "table.csv")] + ([("recv", "table-response.csv")] if len(run.app["recv"]) else [])
+    files = []
+    for direction, name in tables:
+        series = run.series(direction)
+        if direction == "send":
+            table, written = report.write_report(series, out, plots=plots)
+            files += written
+        else:
+            table = report.stack_table(series)
+            files.append(report.write_csv(table, out / name))
+            print("\nresponse direction (acceptor -> initiator):")
+        print()
+        print(report.format_table(table))
+    print()
+    for note in run.notes:
+        print(f"note: {note}")
+    print(f"note: wire recorded by {_METHODS[run.method]}")
+    for s in run.stacks:
+        for line in ([s.timing.line()] if s.timing else []) + \
+                ([fidelity.confirmed_line(s.confirmed)] if s.confirmed else []) + s.notes:
+            print(f"stack {s.k}: {line}")
+    summary = out / "summary.json"
+    summary.write_text(json.dumps(run.summary(), indent=1, default=_plain) + "\n")
+    traces = [s.trace for s in run.stacks if s.trace]
+    print(f"\nwrote {', '.join(str(p) for p in [*traces, *files, summary])}")
+
+
+_METHODS = {"bpf": "the BPF capture (magnet-read; DEV_SEND of each sending socket)",
+            "pcap": "tcpdump on each hop's sending end (read with magnetlib.pcap)",
+            "reads": "the receiving applications' reads (no capture)"}
+
+
+def _plain(value):
+    """JSON for numpy scalars."""
+    return value.item() if hasattr(value, "item") else str(value)

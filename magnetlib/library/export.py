@@ -150,7 +150,7 @@ def export_tmix(layout: Layout, out: str, where: str | None = None, layer: str =
         with open(tmp, "wb") as f:
             f.write(_tmix_preamble(layer, adu_gap_s).encode())
             for i, (start, sc) in enumerate(vectors, start=1):
-                adus = adu_table(sc.demand, adu_gap_s)
+                adus = demand_mod.adu_table(sc.demand, adu_gap_s)
                 f.write(_tmix_header(i, (start - base) // 1000, adus, sc.info, concurrent).encode())
                 f.write(_tmix_body(adus, concurrent))
         os.replace(tmp, out)
@@ -159,19 +159,6 @@ def export_tmix(layout: Layout, out: str, where: str | None = None, layer: str =
             os.unlink(tmp)
         raise
     return result
-
-
-def adu_table(d: demand_mod.Demand, adu_gap_s: float) -> dict:
-    """Calls grouped into ADUs: a run of calls in one direction whose gaps are at most adu_gap_s.
-
-    Returns start_ns, end_ns, size and direction (0 send = initiator, 1 recv = acceptor) per ADU.
-    """
-    t, size, dirn = d.time_ns, d.size, d.direction
-    new = np.r_[True, (dirn[1:] != dirn[:-1]) | (np.diff(t) > adu_gap_s * 1e9)]
-    first = np.flatnonzero(new)
-    last = np.r_[first[1:], len(t)] - 1
-    return {"start_ns": t[first], "end_ns": t[last], "size": np.add.reduceat(size, first) if len(t) else size,
-            "direction": dirn[first]}
 
 
 def _tmix_preamble(layer: str, adu_gap_s: float) -> str:

@@ -1,0 +1,80 @@
+"""What each end of a replayed connection writes, and when: Tmix-style ADUs.
+
+A demand of one stream may have both directions: `send` calls are the
+initiator's writes, `recv` calls stand for the acceptor's (a one-sided trace
+does not hold the peer's own writes; the reads of its data stand for them).
+In time order the calls form ADUs, runs of calls in one direction
+(magnetlib.demand.adu_table).  As in Tmix's sequential connection vectors,
+an ADU that follows one of the peer waits for all of the peer's bytes so far
+to arrive, then for its think time (the trace's gap between the peer's last
+call and its own first), and its writes keep their trace spacing from its
+start.  With `concurrent`, each side writes at its trace times and waits for
+nothing (Tmix's concurrent vectors).
+
+    initiator, acceptor = schedule.sides(demand)
+    initiator.save("a.npz"); Side.load("a.npz")
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from magnetlib.demand import RECV, SEND, Demand, adu_table
+
+NO_WAIT = -1          # think_ns of a write that keeps its ADU's anchor
+
+
+@dataclass
+class Side:
+    """One end's writes.
+
+    time_ns     the write's trace time, ns since the demand's start
+    size        bytes
+    after_peer  the peer's bytes (counted from the connection's start) that must
+                have arrived before this write is issued; 0: none
+    think_ns    for a write that starts an ADU waiting for the peer: how long
+                after the peer's last awaited byte it is due; NO_WAIT otherwise
+    """
+    time_ns: np.ndarray
+    size: np.ndarray
+    after_peer: np.ndarray
+    think_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.time_ns)
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.size.sum())
+
+    def save(self, path) -> None:
+        np.savez(path, time_ns=self.time_ns, size=self.size, after_peer=self.after_peer,
+                 think_ns=self.think_ns)
+
+    @classmethod
+    def load(cls, path) -> "Side":
+        with np.load(path) as f:
+            return cls(*(f[k].astype(np.int64) for k in ("time_ns", "size", "after_peer", "think_ns")))
+
+    @classmethod
+    def paced(cls, time_ns, size) -> "Side":
+        """Writes at their times, waiting for nothing."""
+        time_ns, size = np.asarray(time_ns, np.int64), np.asarray(size, np.int64)
+        return cls(time_ns, size, np.zeros(len(size), np.int64), np.full(len(size), NO_WAIT, np.int64))
+
+
+def sides(demand: Demand, concurrent: bool = False) -> tuple[Side, Side]:
+    """(initiator, acceptor): the send calls and the recv calls of `demand` as writes."""
+    t, size, dirn = demand.time_ns, demand.size, demand.direction
+    if concurrent or not (dirn == RECV).any():
+        return tuple(Side.paced(t[dirn == d], size[dirn == d]) for d in (SEND, RECV))
+    adus = adu_table(demand, np.inf)                     # runs of one direction
+    sent = np.cumsum(np.where(dirn == SEND, size, 0)) - np.where(dirn == SEND, size, 0)
+    received = np.cumsum(np.where(dirn == RECV, size, 0)) - np.where(dirn == RECV, size, 0)
+    after_peer = np.where(dirn == SEND, received, sent)  # the other side's bytes before each call
+    think = np.full(len(t), NO_WAIT, np.int64)
+    first = adus["first"][1:]
+    think[first] = adus["start_ns"][1:] - adus["end_ns"][:-1]
+    return tuple(Side(t[dirn == d], size[dirn == d], after_peer[dirn == d], think[dirn == d])
+                 for d in (SEND, RECV))
