@@ -6,8 +6,10 @@ CLOCK_MONOTONIC ns.  A write is *issued* at its first call; it is *blocked*
 if that call could not hand the whole write to the socket (the send buffer
 was full), and *done* when its last byte was taken.  Timing error is
 issued - due, measured over *paced* writes: due at least `min_gap` after the
-previous write's due time, and not held up by a previous write still blocked
-at their due time (those are late because of TCP, and counted as such).
+previous write's due time, and not held up by an earlier write still blocked at
+their due time (those are late because of TCP, and counted as such).  A write
+late because the replayer was still in the previous send() call counts: that
+is the replayer's own delay.
 """
 from __future__ import annotations
 
@@ -72,9 +74,12 @@ class Timing:
 
 
 def paced_mask(w: Writes, min_gap_ns: int = MIN_GAP_NS) -> tuple[np.ndarray, np.ndarray]:
-    """(paced writes, writes held up by a blocked one)."""
-    gap = np.diff(w.due, prepend=w.due[0] - min_gap_ns) if len(w.due) else w.due
-    held = np.r_[False, w.done[:-1] > w.due[1:]] if len(w.due) else np.zeros(0, bool)
+    """(paced writes, writes held up by a blocked one: due before it was done)."""
+    if not len(w.due):
+        return np.zeros(0, bool), np.zeros(0, bool)
+    gap = np.diff(w.due, prepend=w.due[0] - min_gap_ns)
+    blocked_until = np.maximum.accumulate(np.where(w.blocked, w.done, 0))
+    held = np.r_[False, blocked_until[:-1] > w.due[1:]]
     return (gap >= min_gap_ns) & ~held, held
 
 

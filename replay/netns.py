@@ -47,6 +47,11 @@ def sh(*cmd: str, ns: str | None = None, check: bool = True) -> subprocess.Compl
     return proc
 
 
+def popen(ns: str | None, cmd: list, **kw) -> subprocess.Popen:
+    """Start `cmd` in namespace `ns` (None: this one)."""
+    return subprocess.Popen((["ip", "netns", "exec", ns] if ns else []) + [str(c) for c in cmd], **kw)
+
+
 # ------------------------------------------------------------------ links ---
 @dataclass(frozen=True)
 class Link:
@@ -127,9 +132,7 @@ class Topology:
     delay_emulated: bool = True
 
     def popen(self, ns: str | None, cmd: list[str], **kw) -> subprocess.Popen:
-        """Start `cmd` in namespace `ns` (None: this one)."""
-        full = (["ip", "netns", "exec", ns] if ns else []) + [str(c) for c in cmd]
-        return subprocess.Popen(full, **kw)
+        return popen(ns, cmd, **kw)
 
     def run(self, ns: str | None, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
         return sh(*cmd, ns=ns, check=check)

@@ -69,7 +69,7 @@ class TcpParams:
     rcvbuf: int | None = None
     concurrent: bool = False
     lead_ms: float = 200.0
-    family: str = "mgr"                # names of namespaces, veths, cgroups: FAMILY<pid>...
+    family: str = "mgrp"               # names of namespaces, veths, cgroups: FAMILY<pid>...
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -216,10 +216,8 @@ class Lab:
         def preexec():
             wire._die_with_parent(signal.SIGKILL)
             session.preexec()
-        proc = (self.topo.popen(ns, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=preexec) if self.topo else
-                subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 preexec_fn=preexec))
+        proc = netns.popen(ns, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=preexec)
         self.procs.append(proc)
         return proc
 
@@ -518,5 +516,5 @@ def run_chain(demand: Demand, out_dir: str | os.PathLike, params: TcpParams | No
         with Lab(params, out) as lab:
             stacks = runner(lab, demand, progress)
             return TcpRun(params, lab.method, stacks, app_series(out, params.mode), lab.notes, out)
-    except netns.NetnsError as e:
+    except (netns.NetnsError, ValueError) as e:
         raise ReplayError("network namespaces", str(e)) from None

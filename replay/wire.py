@@ -26,6 +26,8 @@ from magnetlib import capture, pcap
 from magnetlib import demand as demand_mod
 from magnetlib.format import Clock, Event
 
+from . import netns
+
 # Sockets still closing when the replay ends (FIN, last ACKs) get this long.
 LINGER_S = 0.2
 PCAP_SNAPLEN = 128
@@ -149,11 +151,10 @@ class PcapSession:
 
     @staticmethod
     def _start(ns: str | None, dev: str, path: Path) -> subprocess.Popen:
-        cmd = (["ip", "netns", "exec", ns] if ns else []) + [
-            "tcpdump", "-i", dev, "-s", str(PCAP_SNAPLEN), "-U", "-n", "--time-stamp-precision=nano",
-            "-w", str(path), "tcp"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: _die_with_parent(signal.SIGINT))
+        cmd = ["tcpdump", "-i", dev, "-s", PCAP_SNAPLEN, "-U", "-n", "--time-stamp-precision=nano",
+               "-w", path, "tcp"]
+        proc = netns.popen(ns, cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: _die_with_parent(signal.SIGINT))
         line = proc.stderr.readline()
         if "listening on" not in line:
             proc.kill()

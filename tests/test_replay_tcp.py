@@ -42,7 +42,7 @@ def check_bytes(run: tcp.TcpRun, demand_bytes: int, wire_exact: bool = True) -> 
 
 
 def netem_here(tmp_path) -> bool:
-    with netns.chain(f"mgrt{os.getpid() % 100000}", 1) as topo:
+    with netns.chain(f"mgrpt{os.getpid() % 100000}", 1) as topo:
         return netns.netem_available(topo.hops[0].right_ns, topo.hops[0].right_dev)
 
 
@@ -197,7 +197,7 @@ def test_rate_is_shaped(tmp_path, namespaces):
 
 # ---------------------------------------------------------------- clean-up ---
 def leftovers(pid: int) -> dict:
-    prefix = f"mgr{pid}"
+    prefix = f"mgrp{pid}"
     return {"namespaces": [n for n in netns.listed() if n.startswith(prefix + "-")],
             "links": [line for line in netns.sh("ip", "-o", "link").stdout.splitlines()
                       if f"{prefix}h" in line],
