@@ -107,3 +107,8 @@ test demo bench: capture
 # The paper's Table I on this machine (minutes; --quick: under two).
 bench-capture: setup capture
 	$(PY) -m experiments.bench_capture
+
+# Timing fidelity of `magnet replay tcp` (root: namespaces and the capture; 2 minutes).
+.PHONY: bench-replay
+bench-replay: setup capture
+	$(PY) -m experiments.bench_replay

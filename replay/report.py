@@ -68,6 +68,7 @@ def format_table(table) -> str:
     """Table II as aligned text: sizes in bytes, spacing in seconds, bandwidth in Mb/s."""
     shown = table[list(TABLE_COLUMNS)].rename(columns=TABLE_COLUMNS)
     shown["Mb/s"] = shown["Mb/s"] / 1e6
+    shown["vs app %"] = shown["vs app %"].round(1) + 0.0       # no "-0.0" for rounding noise
     formats = {name: "{:.0f}".format for name in ("data size B", "p50 B", "p5 B", "p95 B")}
     formats.update({name: "{:.6f}".format for name in ("spacing s", "p50 s", "p95 s")})
     formats.update({"CV size": "{:.3f}".format, "CV spacing": "{:.3f}".format,

@@ -68,6 +68,7 @@ class TcpParams:
     sndbuf: int | None = None
     rcvbuf: int | None = None
     concurrent: bool = False
+    pin: bool = True                   # the paced sender on a CPU of its own (if there are 2+)
     lead_ms: float = 200.0
     family: str = "mgrp"               # names of namespaces, veths, cgroups: FAMILY<pid>...
 
@@ -168,15 +169,28 @@ class Lab:
         self.topo: netns.Topology | None = None
         self.procs: list[subprocess.Popen] = []
         self.sessions = 0
+        self.cpus = self.saved_cpus = os.sched_getaffinity(0)
+        self.pacer_cpus = self.cpus
+        if params.pin and len(self.cpus) > 1:
+            self.pacer_cpus = {max(self.cpus)}
+            self.cpus = self.cpus - self.pacer_cpus
 
     def __enter__(self) -> "Lab":
-        if not self.params.loopback:
-            netns.sweep_stale(self.params.family)
-            link = netns.Link(rate=self.params.rate, delay=self.params.delay, limit=self.params.queue,
-                              shaper=self.params.shaper)
-            self.topo = self.exits.enter_context(
-                netns.chain(self.prefix, self.params.stacks, link, subnet="10.202"))
-            self.notes += self.topo.notes
+        # Everything this run starts (workers, captures) inherits self.cpus; the
+        # initiator, whose writes are paced, moves to self.pacer_cpus alone.
+        self.exits.callback(os.sched_setaffinity, 0, self.saved_cpus)
+        try:
+            os.sched_setaffinity(0, self.cpus)
+            if not self.params.loopback:
+                netns.sweep_stale(self.params.family)
+                link = netns.Link(rate=self.params.rate, delay=self.params.delay,
+                                  limit=self.params.queue, shaper=self.params.shaper)
+                self.topo = self.exits.enter_context(
+                    netns.chain(self.prefix, self.params.stacks, link, subnet="10.202"))
+                self.notes += self.topo.notes
+        except BaseException:
+            self.exits.close()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -215,6 +229,8 @@ class Lab:
 
         def preexec():
             wire._die_with_parent(signal.SIGKILL)
+            if role == "initiator":
+                os.sched_setaffinity(0, self.pacer_cpus)
             session.preexec()
         proc = netns.popen(ns, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            preexec_fn=preexec)

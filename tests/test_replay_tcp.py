@@ -152,6 +152,11 @@ def test_offline_stacks_over_veth_with_bpf_capture(tmp_path, namespaces, bpf):
     assert first["capture_timing"]["matched"] == first["capture_timing"]["calls"] == 75
     for name in ("bandwidth.png", "modulation.png"):
         assert (out / name).stat().st_size > 1000
+    # The capture of stack 1 is itself a demand: its sender's writes, replayed again.
+    again = run_magnet("replay", "tcp", out / "stack-1.magnet", "--stream", hex(first["sender"]["cookie"]),
+                       "--stacks", "1", "--loopback", "-o", tmp_path / "again")
+    assert again.returncode == 0, again.stderr_text
+    assert json.loads((tmp_path / "again" / "summary.json").read_text())["stacks"][0]["delivered"] == demand_bytes
 
 
 def test_relay_chain_over_veth(tmp_path, namespaces, bpf):

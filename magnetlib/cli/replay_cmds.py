@@ -250,6 +250,9 @@ def register_tcp(replayers) -> None:
     p.add_argument("--no-nagle", dest="nagle", action="store_false", help="TCP_NODELAY on every socket")
     p.add_argument("--sndbuf", type=int, help="SO_SNDBUF of every socket (default: autotuning)")
     p.add_argument("--rcvbuf", type=int, help="SO_RCVBUF of every socket (default: autotuning)")
+    p.add_argument("--no-pin", dest="pin", action="store_false",
+                   help="let the scheduler place the paced sender (default: a CPU of its own, the "
+                        "rest of the run on the others, when there are 2 or more)")
     p.add_argument("--send-only", action="store_true",
                    help="replay only the send direction of a request/response demand")
     p.add_argument("--concurrent", action="store_true",
@@ -266,7 +269,8 @@ def cmd_replay_tcp(args) -> int:
         params = tcp.TcpParams(stacks=args.stacks, mode=args.mode, rate=args.rate, delay=args.delay,
                                queue=args.queue, shaper=args.shaper, loopback=args.loopback,
                                capture=args.capture, mss=args.mss, cc=args.cc, nagle=args.nagle,
-                               sndbuf=args.sndbuf, rcvbuf=args.rcvbuf, concurrent=args.concurrent)
+                               sndbuf=args.sndbuf, rcvbuf=args.rcvbuf, concurrent=args.concurrent,
+                               pin=args.pin)
     except ValueError as e:
         raise TraceError("magnet replay tcp", str(e)) from None
     tcp.check_privileges(params)
@@ -300,9 +304,17 @@ def _describe(params, demand) -> str:
             + ("" if params.loopback else f"  per hop: {hop}\n")
             + f"  TCP: {params.cc or 'system default'} congestion control, Nagle {'on' if params.nagle else 'off'}"
             + (f", MSS {params.mss}" if params.mss else "") + "\n"
+            + _pinning(params)
             + f"  demand: {len(demand) - responses} writes, {demand.total_bytes} bytes over "
               f"{demand.duration_ns / 1e9:.3f} s"
             + (f", {responses} of them responses (the acceptor's)" if responses else ""))
+
+
+def _pinning(params) -> str:
+    cpus = sorted(os.sched_getaffinity(0))
+    if not params.pin or len(cpus) < 2:
+        return ""
+    return f"  pacing: the sender on CPU {cpus[-1]}, the rest of the run on {', '.join(map(str, cpus[:-1]))}\n"
 
 
 def _report_tcp(run, plots: bool) -> None:
