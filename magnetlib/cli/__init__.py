@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "magnetlib.cli.replay_cmds",
     "magnetlib.cli.library_cmds",
     "magnetlib.cli.capture_cmds",
+    "magnetlib.cli.experiment_cmds",
 ]
 
 

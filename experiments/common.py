@@ -1,0 +1,170 @@
+"""What every study shares: its command line, its results directory, the record
+of how and where it ran, Markdown tables, figures and a progress bar.
+
+A study module `experiments/NAME.py` has `main(argv) -> int` and uses:
+
+    args = common.parse(common.parser("NAME", __doc__), argv) # --quick, --out, --seed
+    results = common.Results("NAME", args)                   # experiments/results/NAME/
+    for run in common.progress(runs, "runs"): ...            # bar with ETA on stderr
+    results.table("table", frame)                            # table.csv, returns Markdown
+    results.figure(fig, "fig8")                              # fig8.png
+    results.write(body_markdown)                             # README.md: how it ran + body
+
+so every result directory holds the command, parameters, versions and machine
+that produced it.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+
+RESULTS_ROOT = Path(__file__).resolve().parent / "results"
+STUDIES = ("multistack", "overhead", "loss", "traces", "sndbuf", "sched")
+
+
+def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
+    """The options every study has; a study adds its own."""
+    p = argparse.ArgumentParser(prog=f"magnet experiment {name}", description=doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a short run (under two minutes), as the tests run it")
+    p.add_argument("--out", type=Path, default=RESULTS_ROOT / name,
+                   help=f"results directory (default experiments/results/{name})")
+    p.add_argument("--seed", type=int, default=1, help="first random seed (default 1)")
+    return p
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse the study's options, keeping its command line for the results' README."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = p.parse_args(argv)
+    args.argv = argv
+    return args
+
+
+def progress(iterable=None, desc: str = "", total: int | None = None, unit: str = "run"):
+    """A progress bar with ETA on stderr (tqdm): long studies say where they are."""
+    from tqdm.auto import tqdm
+    return tqdm(iterable, desc=desc, total=total, unit=unit, file=sys.stderr, mininterval=1.0,
+                dynamic_ncols=True, leave=True)
+
+
+def markdown(frame: pd.DataFrame, floats: str = "{:.3g}") -> str:
+    """A DataFrame as a GitHub Markdown table (no tabulate dependency)."""
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return "–" if v != v else floats.format(v)
+        return str(v)
+    head = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(head + rows)
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+        return (out.stdout or out.stderr).strip().splitlines()[0] if out.returncode == 0 else ""
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _sysctl(name: str) -> str:
+    try:
+        return Path("/proc/sys", *name.split(".")).read_text().strip()
+    except OSError:
+        return "?"
+
+
+def environment() -> dict:
+    """Versions and machine: what a reader needs to compare our numbers with theirs."""
+    mem_kib = next((int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
+    repo = Path(__file__).resolve().parent.parent
+    return {
+        "date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "kernel": platform.release(),
+        "machine": f"{_cpu_model()}, {os.cpu_count()} CPUs, {mem_kib / 2**20:.0f} GiB",
+        "virtualised": _run(["systemd-detect-virt"]) or "unknown",
+        "tcp": f"congestion control {_sysctl('net.ipv4.tcp_congestion_control')}, "
+               f"qdisc {_sysctl('net.core.default_qdisc')}, wmem {_sysctl('net.ipv4.tcp_wmem')}",
+        "python": platform.python_version(),
+        "magnet": f"{_version('magnet')} ({_run(['git', '-C', str(repo), 'rev-parse', '--short', 'HEAD']) or 'no git'})",
+        "numpy": _version("numpy"), "pandas": _version("pandas"), "ns-3": _version("ns3"),
+        "clang": _run(["clang", "--version"]) or "not installed",
+        "iperf3": _run(["iperf3", "--version"]) or "not installed",
+        "tcpdump": _run(["tcpdump", "--version"]) or "not installed",
+    }
+
+
+class Results:
+    """The results directory of one study run: tables, figures and README.md."""
+
+    def __init__(self, name: str, args: argparse.Namespace):
+        self.name, self.args = name, args
+        self.dir = Path(args.out)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.command = f"magnet experiment {name} {shlex.join(getattr(args, 'argv', []))}".strip()
+        self.files: list[str] = []
+
+    def path(self, filename: str) -> Path:
+        self.files.append(filename)
+        return self.dir / filename
+
+    def table(self, stem: str, frame: pd.DataFrame, floats: str = "{:.3g}") -> str:
+        """Write STEM.csv; return the table as Markdown for the write-up."""
+        frame.to_csv(self.path(f"{stem}.csv"), index=False)
+        return markdown(frame, floats)
+
+    def figure(self, fig, stem: str) -> Path:
+        """Save a matplotlib figure as STEM.png and close it."""
+        import matplotlib.pyplot as plt
+        path = self.path(f"{stem}.png")
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        return path
+
+    def write(self, title: str, body: str) -> Path:
+        """README.md: the title, how the run was made (parameters, versions, machine), the body."""
+        params = {k: str(v) for k, v in sorted(vars(self.args).items()) if k not in ("func", "argv")}
+        env = environment()
+        lines = [f"# {title}", "",
+                 f"Made by `{self.command}` on {env['date']}.", "",
+                 body.rstrip(), "",
+                 "## How this run was made", "",
+                 "Parameters: " + ", ".join(f"`{k}={v}`" for k, v in params.items()) + ".", "",
+                 "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in env.items()]
+        lines += ["", "Files: " + ", ".join(f"[{f}]({f})" for f in sorted(set(self.files))) + "."]
+        path = self.dir / "README.md"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+
+def gate(ok: bool, why: str) -> None:
+    """Stop the study with one line (exit 2) when a prerequisite is missing."""
+    if not ok:
+        print(f"magnet experiment: {why}", file=sys.stderr)
+        raise SystemExit(2)

@@ -1,0 +1,26 @@
+"""`magnet experiment NAME [OPTIONS]`: run one of the papers' studies (experiments/NAME.py)."""
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from ..errors import TraceError
+
+
+def register(sub) -> None:
+    from experiments.common import STUDIES
+    p = sub.add_parser("experiment", help="reproduce one of the papers' studies",
+                       description="Run a study of the MAGNeT papers on this machine; its results "
+                                   "land in experiments/results/NAME/ (see experiments/README.md). "
+                                   "Options after NAME go to the study (NAME --help lists them).")
+    p.add_argument("study", choices=STUDIES, metavar="NAME", help=", ".join(STUDIES))
+    p.add_argument("options", nargs=argparse.REMAINDER, help="the study's own options")
+    p.set_defaults(func=cmd_experiment)
+
+
+def cmd_experiment(args) -> int:
+    try:
+        module = importlib.import_module(f"experiments.{args.study}")
+    except ModuleNotFoundError as e:
+        raise TraceError(f"experiments/{args.study}.py", f"not available ({e})") from None
+    return module.main(args.options)
