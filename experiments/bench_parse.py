@@ -45,6 +45,13 @@ def generate(path: str, records: int, byteorder: str) -> None:
             w.append(rec)
 
 
+def warm_cache(path: str) -> None:
+    """Read the file once: measure the parser, not the disk."""
+    with open(path, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+
 class PeakMemory:
     """Samples /proc/self/status: peak private (RssAnon) and file-backed (RssFile) memory."""
 
@@ -79,9 +86,7 @@ def measure(path: str) -> dict:
     """In this process: open, scan (with every check), extract one stream's demand."""
     import magnetlib
     from magnetlib import demand
-    with open(path, "rb") as f:          # warm the page cache: measure the parser, not the disk
-        while f.read(1 << 24):
-            pass
+    warm_cache(path)
     base_anon = PeakMemory()
     base_anon._sample()
     with PeakMemory() as mem:

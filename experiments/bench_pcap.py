@@ -20,16 +20,14 @@ import sys
 import tempfile
 import time
 
-from experiments.bench_parse import PeakMemory
+from experiments.bench_parse import PeakMemory, warm_cache
 
 TARGET = 20.0
 
 
 def measure(path: str, engine: str) -> dict:
     from magnetlib import pcap
-    with open(path, "rb") as f:
-        while f.read(1 << 24):
-            pass
+    warm_cache(path)
     base = PeakMemory()
     base._sample()
     with PeakMemory() as mem:
