@@ -105,20 +105,26 @@ def arrival_times(reads: np.ndarray, totals: np.ndarray) -> np.ndarray:
     return data[np.searchsorted(np.cumsum(data[:, 1]), totals), 0]
 
 
-def test_paced_timing_without_drift(tmp_path):
-    """Writes 2 ms apart are issued at their due times: the median error is a few
-    microseconds, and the error does not grow along the run, as it would if sleeps
-    accumulated (1000 writes: 100 ms late at the end for 100 us per sleep). The
-    target itself (p99 <= 50 us on an idle machine) is measured by
-    experiments/bench_replay.py, not here: a test must pass on a busy machine too."""
+def test_paced_timing_within_target(tmp_path):
+    """Writes 2 ms apart: |issued - due| p99 <= 50 us (the issue's target, for an idle
+    machine: the best of up to four runs must meet it), and no drift in any run: the
+    error does not grow along the run, as it would if sleeps accumulated (1000 writes:
+    100 ms late at the end for 100 us per sleep). experiments/bench_replay.py measures
+    the same over longer runs and more spacings."""
     demand = paced(1000, 2, 418)
-    run = tcp.run_chain(demand, tmp_path, tcp.TcpParams(stacks=1, loopback=True))
-    timing = run.stacks[0].timing
-    w = fidelity.writes(dict(np.load(tmp_path / "stack-1" / "initiator.npz")))
-    error_ns = np.abs(w.issued - w.due)
-    assert timing.paced >= 990 and timing.blocked == 0
-    assert timing.p50_us <= 50, timing
-    assert np.median(error_ns[-100:]) <= 2_000_000 and np.median(error_ns[:100]) <= 2_000_000
+    best = None
+    for attempt in range(4):
+        out = tmp_path / str(attempt)
+        run = tcp.run_chain(demand, out, tcp.TcpParams(stacks=1, loopback=True))
+        timing = run.stacks[0].timing
+        w = fidelity.writes(dict(np.load(out / "stack-1" / "initiator.npz")))
+        error_ns = np.abs(w.issued - w.due)
+        assert timing.paced >= 990 and timing.blocked == 0
+        assert np.median(error_ns[:100]) <= 2_000_000 and np.median(error_ns[-100:]) <= 2_000_000
+        best = timing if best is None or timing.p99_us < best.p99_us else best
+        if best.p99_us <= 50:
+            break
+    assert best.p50_us <= 10 and best.p99_us <= 50, best
 
 
 # ------------------------------------------------------------- namespaces ---
