@@ -83,6 +83,7 @@ class Lab:
     duration: float
     binary: Path
     status_dir: Path = field(default=None)
+    rate: str | None = None          # iperf3 -b (e.g. "1G"); None: as fast as it goes
 
 
 # ---------------------------------------------------------------- helpers ---
@@ -184,6 +185,11 @@ def start_tool(lab: Lab, config: str, stats: bool) -> Tool:
 
 
 # -------------------------------------------------------------------- run ---
+def iperf3_client(lab: Lab) -> list[str]:
+    cmd = ["iperf3", "-c", lab.net.server_addr, "-p", str(PORT), "-t", str(lab.duration), "-J"]
+    return cmd + (["-b", lab.rate] if lab.rate else [])
+
+
 def run_once(lab: Lab, config: str, index: int, stats: bool = False) -> Run:
     server = start_in(lab.receiver, lab.net.server, ["iperf3", "-s", "-1", "-p", str(PORT)],
                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -193,8 +199,7 @@ def run_once(lab: Lab, config: str, index: int, stats: bool = False) -> Run:
         tool = start_tool(lab, config, stats)
         busy0, total0 = cpu_busy()
         tool0, t0 = process_cpu(tool.pid) if tool.pid else 0, time.monotonic()
-        client = start_in(lab.sender, lab.net.client,
-                          ["iperf3", "-c", lab.net.server_addr, "-p", str(PORT), "-t", str(lab.duration), "-J"],
+        client = start_in(lab.sender, lab.net.client, iperf3_client(lab),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = client.communicate(timeout=lab.duration + 60)
         busy1, total1 = cpu_busy()
@@ -340,8 +345,9 @@ def check_prerequisites() -> Path:
         sys.exit(f"bench_capture: {e}")
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def measure(args, rate: str | None = None, report=None) -> list[Run]:
+    """Every configuration args.runs times (interleaved), then the cost runs.
+    `report(run, cost)` is called after each run (progress)."""
     binary = check_prerequisites()
     runs: list[Run] = []
     receiver = capture.make_cgroup(f"{args.prefix}-bench-rcv")
@@ -349,24 +355,35 @@ def main(argv=None) -> int:
     try:
         with netns.pair(f"{args.prefix}b") as net, \
                 tempfile.TemporaryDirectory(prefix=f"{args.prefix}-bench-", dir=args.workdir) as work:
-            lab = Lab(net, receiver, sender, Path(work), args.duration, binary, Path(work) / "status")
+            lab = Lab(net, receiver, sender, Path(work), args.duration, binary, Path(work) / "status", rate)
             for index in range(args.runs):
                 for config in CONFIGS:
                     runs.append(run_once(lab, config, index))
-                    print(f"  {config:22s} run {index + 1}: {runs[-1].gbps:.2f} Gb/s", file=sys.stderr)
+                    (report or print_run)(runs[-1], False)
             for index in range(args.cost_runs):
                 for config in MAGNET_CONFIGS:
                     runs.append(run_once(lab, config, index, stats=True))
-                    print(f"  {config:22s} cost run {index + 1}: {runs[-1].ns_per_event:.0f} ns/event",
-                          file=sys.stderr)
+                    (report or print_run)(runs[-1], True)
     finally:
         capture.remove_cgroup(receiver)
         capture.remove_cgroup(sender)
+    return runs
+
+
+def print_run(run: Run, cost: bool) -> None:
+    if cost:
+        print(f"  {run.config:22s} cost run {run.run + 1}: {run.ns_per_event:.0f} ns/event", file=sys.stderr)
+    else:
+        print(f"  {run.config:22s} run {run.run + 1}: {run.gbps:.2f} Gb/s", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    runs = measure(args)
     rows = summarize(runs)
     path = write_results(rows, runs, args, Path(args.out))
     print(path.read_text())
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
