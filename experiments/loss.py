@@ -39,10 +39,11 @@ from . import bench_capture as bench
 from . import capture_gate, common
 
 DEV_BITS = (8, 9)                     # DEV_SEND, DEV_RECV in EVENT_MASK (format.toml)
-# Device events recorded + lost may differ from the veths' counters by the few
-# packets that are not the connections' (IPv6 neighbour discovery) or that
-# cross the window's edges.
-DEV_TOLERANCE = 0.005
+# Device events recorded + lost fall short of the veths' counters by a few
+# packets (each server-side SYN arrives before its socket exists; IPv6 neighbour
+# discovery is not TCP) and, now and then, by the tracepoint runs the kernel
+# silently skips (docs/capture.md, known limits): the capture's tests allow 2 %.
+DEV_TOLERANCE = 0.02
 PAPER = ("PAM 2002: default 256 KB buffer, automatic delay; < 3.2 % of events lost at 100 Mb/s, "
          "~15 % at 1000 Mb/s; virtually none with a 1 MB buffer; 0.5 % with the delay cut to 35 % "
          "of the automatic one, CPU 53 % -> 55 % (tcpdump 60 %, ~15 % lost at 100 Mb/s).")
@@ -61,6 +62,8 @@ class Point:
     lost: int = 0                     # sum of the trace's LOST records
     occurred: int = 0                 # kernel's count: program runs that were events
     tool_lost: int = 0                # magnet-read's own LOST total
+    lost_buffer_full: int = 0         # of which: the buffer was full
+    lost_skipped_runs: int = 0        # of which: runs the kernel skipped (nested tracing programs)
     dev_recorded: int = 0
     dev_lost: int = 0
     dev_packets: int = 0              # the veths' tx + rx packet counters
@@ -177,6 +180,7 @@ def account(point: Point, trace_path: Path, stats: dict) -> None:
     point.dev_lost = sum(stats["lost_by_event_bit"][b] for b in DEV_BITS)
     point.occurred = occurred(stats)
     point.tool_lost = stats["lost"]
+    point.lost_buffer_full, point.lost_skipped_runs = stats["lost_buffer_full"], stats["lost_skipped_runs"]
     point.fill_peak = stats.get("buffer_fill_peak", 0.0)
 
 
@@ -214,16 +218,18 @@ def frame(points: list[Point]) -> pd.DataFrame:
     captured = df.buffer != "none"
     df["accounted"] = df.recorded + df.lost
     df["kernel_count_ok"] = ~captured | (df.accounted == df.occurred)
-    df["lost_matches_tool"] = ~captured | (df.lost == df.tool_lost)
-    dev_diff = (df.dev_recorded + df.dev_lost - df.dev_packets).abs()
-    df["dev_check_ok"] = ~captured | (dev_diff <= DEV_TOLERANCE * df.dev_packets.clip(lower=1))
+    df["lost_matches_tool"] = ~captured | ((df.lost == df.tool_lost)
+                                           & (df.lost == df.lost_buffer_full + df.lost_skipped_runs))
+    df["dev_diff"] = (df.dev_recorded + df.dev_lost - df.dev_packets).where(captured, 0)
+    df["dev_check_ok"] = df.dev_diff.abs() <= DEV_TOLERANCE * df.dev_packets.clip(lower=1)
     df["events_per_s"] = df.accounted / df.duration
     return df
 
 
 def summary(df: pd.DataFrame, buffers: list[str], delays: list[str]) -> pd.DataFrame:
     captured = df[df.buffer != "none"]
-    cols = ["loss_pct", "gbps", "cpu_pct", "tool_cpu_pct", "events_per_s", "delay_us", "fill_peak"]
+    cols = ["loss_pct", "lost_buffer_full", "lost_skipped_runs", "gbps", "cpu_pct", "tool_cpu_pct",
+            "events_per_s", "delay_us", "fill_peak"]
     table = captured.groupby(["buffer", "delay"], sort=False)[cols].median().reset_index()
     checks = captured.groupby(["buffer", "delay"], sort=False)[
         ["kernel_count_ok", "lost_matches_tool", "dev_check_ok"]].all().reset_index()
@@ -286,11 +292,15 @@ def write(results: common.Results, args, df: pd.DataFrame) -> pd.DataFrame:
     results.figure(fig7, "fig7_cpu")
     base = df[df.buffer == "none"]
     captured = df[df.buffer != "none"]
+    worst = captured.loc[captured.dev_diff.idxmin()]
+    shortfall = -worst.dev_diff / max(worst.dev_packets, 1)
     checks = (f"{int(captured.kernel_count_ok.sum())}/{len(captured)} runs: recorded + lost = the "
               f"kernel's count of events (BPF run counts); {int(captured.lost_matches_tool.sum())}/"
               f"{len(captured)}: the trace's LOST records = magnet-read's count; "
               f"{int(captured.dev_check_ok.sum())}/{len(captured)}: device events recorded + lost = "
-              f"the veths' packet counters (within {DEV_TOLERANCE:.1%}).")
+              f"the veths' packet counters (within {DEV_TOLERANCE:.0%}); the largest shortfall "
+              f"{-captured.dev_diff.min():,} packets ({shortfall:.2%} of {worst.dev_packets:,}), "
+              f"the smallest {-captured.dev_diff.max():,}.")
     results.write("Loss: events lost and CPU use against buffer size and drain delay", f"""
 iperf3 as fast as it goes over a veth pair (MTU 1500, offloads off), {args.duration:g} s per point,
 {args.repeats} run(s) per point (medians); magnet-read records sock, tcp, ip and dev events of both
