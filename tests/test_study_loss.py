@@ -3,24 +3,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
-from .conftest import BIN, assert_clean_error, require, require_root, require_tool, run_magnet
+from .capture_study import run_quick
+from .conftest import BIN, assert_clean_error, require_root
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    require_root()
-    require_tool("iperf3")
-    out = tmp_path_factory.mktemp("loss")
-    proc = run_magnet("experiment", "loss", "--quick", "--out", out)
-    require("no kernel BTF" not in proc.stderr_text and "could not start" not in proc.stderr_text,
-            f"BPF capture unavailable: {proc.stderr_text.strip()}")
-    assert proc.returncode == 0, proc.stderr_text
-    return out
+    return run_quick("loss", tmp_path_factory.mktemp("loss"), "iperf3")
 
 
 def test_no_loss_with_a_big_buffer_and_loss_with_a_tiny_one(quick):

@@ -6,20 +6,12 @@ import pytest
 
 from experiments import bench_capture as bench
 
-from .conftest import require, require_root, require_tool, run_magnet
+from .capture_study import run_quick
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    require_root()
-    for tool in ("iperf3", "tcpdump", "ethtool"):
-        require_tool(tool)
-    out = tmp_path_factory.mktemp("overhead")
-    proc = run_magnet("experiment", "overhead", "--quick", "--out", out)
-    require("no kernel BTF" not in proc.stderr_text and "could not start" not in proc.stderr_text,
-            f"BPF capture unavailable: {proc.stderr_text.strip()}")
-    assert proc.returncode == 0, proc.stderr_text
-    return out
+    return run_quick("overhead", tmp_path_factory.mktemp("overhead"), "iperf3", "tcpdump", "ethtool")
 
 
 def test_every_configuration_ran(quick):

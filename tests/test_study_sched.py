@@ -11,7 +11,8 @@ import magnetlib
 from magnetlib.format import Event
 from experiments.sched import switch_durations
 
-from .conftest import require, require_root
+from .capture_study import run_quick
+
 
 E, S, L = int(Event.SCHED_ENTER), int(Event.SCHED_SWITCH), int(Event.SCHED_LEAVE)
 
@@ -40,14 +41,7 @@ def test_durations_pair_enter_and_leave_per_cpu(tmp_path):
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    require_root()
-    out = tmp_path_factory.mktemp("sched")
-    from .conftest import run_magnet
-    proc = run_magnet("experiment", "sched", "--quick", "--out", out)
-    require("no kernel BTF" not in proc.stderr_text and "could not start" not in proc.stderr_text,
-            f"BPF capture unavailable: {proc.stderr_text.strip()}")
-    assert proc.returncode == 0, proc.stderr_text
-    return out
+    return run_quick("sched", tmp_path_factory.mktemp("sched"))
 
 
 def test_quick_run_measures_switches_idle_and_cpu_bound(quick):
