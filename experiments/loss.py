@@ -58,6 +58,7 @@ class Point:
     gbps: float = 0.0
     cpu_pct: float = 0.0              # machine, both cores (0..200)
     tool_cpu_pct: float = 0.0         # magnet-read
+    transfer_cpu_pct: float = 0.0     # iperf3's cgroup (with the kernel work in its context) + magnet-read
     recorded: int = 0
     lost: int = 0                     # sum of the trace's LOST records
     occurred: int = 0                 # kernel's count: program runs that were events
@@ -137,6 +138,7 @@ def run_point(lab: Lab, buffer: str | None, delay: str, repeat: int) -> Point:
             cap = capture.Capture(trace, cgroup=lab.cgroup, settings=settings, binary=lab.binary).start()
         packets0, (busy0, total0) = dev_packets(lab.net), bench.cpu_busy()
         tool0, t0 = bench.process_cpu(cap.pid) if cap else 0, time.monotonic()
+        traffic0 = bench.cgroup_cpu_us(lab.cgroup)
         client = bench.start_in(lab.cgroup, lab.net.client,
                                 ["iperf3", "-c", lab.net.server_addr, "-p", str(bench.PORT),
                                  "-t", str(lab.duration), "-J"],
@@ -144,6 +146,7 @@ def run_point(lab: Lab, buffer: str | None, delay: str, repeat: int) -> Point:
         out, _ = client.communicate(timeout=lab.duration + 60)
         busy1, total1 = bench.cpu_busy()
         point.duration = time.monotonic() - t0
+        traffic = bench.cgroup_cpu_us(lab.cgroup) - traffic0
         tool_cpu = bench.process_cpu(cap.pid) - tool0 if cap else 0
         server.wait(timeout=30)
         point.dev_packets = dev_packets(lab.net) - packets0
@@ -153,6 +156,7 @@ def run_point(lab: Lab, buffer: str | None, delay: str, repeat: int) -> Point:
         point.gbps = result["end"]["sum_received"]["bits_per_second"] / 1e9
         point.cpu_pct = 100.0 * (busy1 - busy0) / max(total1 - total0, 1) * os.cpu_count()
         point.tool_cpu_pct = 100.0 * tool_cpu / os.sysconf("SC_CLK_TCK") / point.duration
+        point.transfer_cpu_pct = 100.0 * traffic / 1e6 / point.duration + point.tool_cpu_pct
         if cap:
             if cap.stop() != 0:
                 raise RuntimeError(f"magnet-read failed: {cap.error()}")
@@ -228,8 +232,8 @@ def frame(points: list[Point]) -> pd.DataFrame:
 
 def summary(df: pd.DataFrame, buffers: list[str], delays: list[str]) -> pd.DataFrame:
     captured = df[df.buffer != "none"]
-    cols = ["loss_pct", "lost_buffer_full", "lost_skipped_runs", "gbps", "cpu_pct", "tool_cpu_pct",
-            "events_per_s", "delay_us", "fill_peak"]
+    cols = ["loss_pct", "lost_buffer_full", "lost_skipped_runs", "gbps", "tool_cpu_pct", "transfer_cpu_pct",
+            "cpu_pct", "events_per_s", "delay_us", "fill_peak"]
     table = captured.groupby(["buffer", "delay"], sort=False)[cols].median().reset_index()
     checks = captured.groupby(["buffer", "delay"], sort=False)[
         ["kernel_count_ok", "lost_matches_tool", "dev_check_ok"]].all().reset_index()
@@ -269,7 +273,8 @@ def figures(table: pd.DataFrame, df: pd.DataFrame, buffers: list[str], delays: l
     fig7, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     for column, ax, label, reference in (
             ("tool_cpu_pct", axes[0], "magnet-read CPU (% of one core)", None),
-            ("cpu_pct", axes[1], "machine CPU (%, 2 cores = 200)", base.cpu_pct.median()),
+            ("transfer_cpu_pct", axes[1], "transfer + capture CPU (% of one core)",
+             base.transfer_cpu_pct.median()),
             ("gbps", axes[2], "throughput (Gb/s)", base.gbps.median())):
         for delay in delays:
             rows = table[table.delay == delay].set_index("buffer").reindex(buffers)
@@ -308,8 +313,12 @@ ends. Buffer sizes are for all CPUs together (this machine: {os.cpu_count()}), s
 `auto` is magnet-read's automatic delay (a CPU's buffer a quarter full at 5 M events/s,
 1..100 ms; `delay_us` says what it chose); magnet-read takes only records published more than
 5 ms ago, so a CPU's share of the buffer must hold 5 ms of events whatever the delay.
-Without capture: {base.gbps.median():.2f} Gb/s, machine CPU {base.cpu_pct.median():.0f} %.
-CPU figures include the BPF statistics every point runs with (for the accounting check).
+Without capture: {base.gbps.median():.2f} Gb/s, transfer CPU {base.transfer_cpu_pct.median():.0f} %,
+machine CPU {base.cpu_pct.median():.0f} %. `transfer_cpu_pct` is the CPU of iperf3's cgroup (its
+processes and the kernel work in their context: the whole veth stack and the capture's programs)
+plus magnet-read's (`tool_cpu_pct`), in % of one core; `cpu_pct` is the machine's (both cores,
+200 % = both busy), which also counts other work on the host. CPU figures include the BPF
+statistics every point runs with (for the accounting check).
 The machine was shared with other work while this ran: throughput and CPU are noisy.
 
 Paper: {PAPER}

@@ -43,6 +43,7 @@ def test_cpu_and_figures(quick):
     table = pd.read_csv(quick / "table.csv")
     assert ((table.cpu_pct > 0) & (table.cpu_pct <= 100 * os.cpu_count() + 1)).all()
     assert (table.tool_cpu_pct >= 0).all() and (table.delay_us >= 1000).all()
+    assert (table.transfer_cpu_pct > table.tool_cpu_pct).all()   # iperf3 and the stack cost CPU too
     for name in ("fig6_loss.png", "fig7_cpu.png"):
         assert (quick / name).stat().st_size > 10_000
     assert "Accounting: 6/6 runs" in (quick / "README.md").read_text()

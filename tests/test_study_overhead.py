@@ -17,7 +17,7 @@ def quick(tmp_path_factory):
 def test_every_configuration_ran(quick):
     runs = pd.read_csv(quick / "runs.csv")
     assert set(runs.config) == set(bench.CONFIGS) | {bench.MAGNET_ALL}
-    assert (runs.gbps > 0.1).all() and (runs.cpu_pct > 0).all()
+    assert (runs.gbps > 0.1).all() and (runs.cpu_pct > 0).all() and (runs.traffic_cpu_pct > 10).all()
     by = {c: g for c, g in runs[runs.ns_per_event.isna()].groupby("config")}
     assert (by[bench.LOADED].events == 0).all() and (by[bench.LOADED].lost > 0).all()  # never drained
     for config in (bench.MAGNET_RCV, bench.MAGNET_SND):
