@@ -107,8 +107,11 @@ def record(workdir: Path, binary: Path, name: str, duration: float, stats: Path 
     settings = capture.Settings(events="sched", status_dir=str(workdir / "status"),
                                 stats=str(stats) if stats else None)
     cap = capture.Capture(trace, settings=settings, binary=binary).start()
-    time.sleep(duration)
-    if cap.stop() != 0:
+    try:
+        time.sleep(duration)
+    finally:                                     # also on Ctrl-C: magnet-read has its own session
+        status = cap.stop()
+    if status != 0:
         raise RuntimeError(f"magnet-read failed: {cap.error()}")
     return trace
 
@@ -166,6 +169,14 @@ def measure(args, binary: Path):
 
 
 # ---------------------------------------------------------------- results ---
+def median_stay(placement: pd.DataFrame | None) -> float:
+    """Median time the spinner stayed on one CPU between migrations (the paper saw ~2 s)."""
+    if placement is None or not placement.migrated.any():
+        return float("nan")
+    moves = placement.t_s[placement.migrated].to_numpy()
+    return float(np.median(np.diff(np.r_[placement.t_s.iloc[0], moves, placement.t_s.iloc[-1]])))
+
+
 def table(out: dict) -> pd.DataFrame:
     rows = []
     for workload, (d, placement, scan, cpu_pct) in out.items():
@@ -180,6 +191,7 @@ def table(out: dict) -> pd.DataFrame:
                 "kept_same_task": int((~g.switched).sum()),
                 "kept_median_us": g[~g.switched].duration_us.median(),
                 "spinner_migrations": int(placement.migrated.sum()) if placement is not None else 0,
+                "spinner_median_stay_s": median_stay(placement),
                 "lost": scan.lost,
             })
     return pd.DataFrame(rows)
