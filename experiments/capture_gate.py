@@ -1,6 +1,7 @@
 """What the capture studies (overhead, loss, sched) need before they start:
 root, kernel BTF, magnet-read (built if only its sources are there) and the
-tools they drive. A missing one stops the study with one line, exit 2."""
+tools they drive (a missing one stops the study with one line, exit 2), and
+what their --quick setting changes."""
 from __future__ import annotations
 
 import os
@@ -28,3 +29,11 @@ def ready(*tools: str) -> Path:
 def refused(error: Exception) -> None:
     """The kernel refused the capture (no BPF, lockdown...): one line, exit 2."""
     common.gate(False, f"the capture could not start: {error}")
+
+
+def quick(parser, args, **settings) -> None:
+    """--quick: these settings, for the options the command line left at their defaults."""
+    if args.quick:
+        for name, value in settings.items():
+            if getattr(args, name) == parser.get_default(name):
+                setattr(args, name, value)

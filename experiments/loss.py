@@ -37,6 +37,7 @@ from replay import netns
 
 from . import bench_capture as bench
 from . import capture_gate, common
+from .capture_gate import quick
 
 DEV_BITS = (8, 9)                     # DEV_SEND, DEV_RECV in EVENT_MASK (format.toml)
 # Device events recorded + lost fall short of the veths' counters by a few
@@ -96,8 +97,7 @@ def options(argv):
     p.add_argument("--workdir", default="/dev/shm", help="where traces go (a tmpfs; deleted per run)")
     p.add_argument("--prefix", default="mgxk", help="name prefix of namespaces and cgroups (default mgxk)")
     args = common.parse(p, argv)
-    if args.quick:
-        args.buffers, args.delays, args.duration, args.repeats = "16M,256K,16K", "auto,50ms", 3.0, 1
+    quick(p, args, buffers="16M,256K,16K", delays="auto,50ms", duration=3.0, repeats=1)
     args.buffer_list = [b.strip() for b in args.buffers.split(",") if b.strip()]
     args.delay_list = [d.strip() for d in args.delays.split(",") if d.strip()]
     return args
