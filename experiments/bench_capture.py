@@ -66,6 +66,7 @@ class Run:
     gbps: float
     cpu_pct: float                   # both cores, 0..200
     tool_cpu_pct: float = 0.0
+    traffic_cpu_pct: float = 0.0     # iperf3's cgroups: the transfer and the kernel work it does
     events: int = 0                  # recorded
     lost: int = 0
     drops: int = 0                   # tcpdump: dropped by the kernel
@@ -83,6 +84,7 @@ class Lab:
     duration: float
     binary: Path
     status_dir: Path = field(default=None)
+    rate: str | None = None          # iperf3 -b (e.g. "1G"); None: as fast as it goes
 
 
 # ---------------------------------------------------------------- helpers ---
@@ -102,6 +104,16 @@ def process_cpu(pid: int) -> int:
         return sum(int(v) for v in fields[11:15])
     except OSError:
         return 0
+
+
+def cgroup_cpu_us(path: Path) -> int:
+    """CPU time (us) of a cgroup's processes so far, including the kernel work done in
+    their context (the stack, the capture's programs): unlike the machine's CPU it
+    does not count other work on the host."""
+    for line in (path / "cpu.stat").read_text().splitlines():
+        if line.startswith("usage_usec "):
+            return int(line.split()[1])
+    return 0
 
 
 def start_in(cgroup: Path, ns: str, cmd: list[str], **kw) -> subprocess.Popen:
@@ -184,6 +196,11 @@ def start_tool(lab: Lab, config: str, stats: bool) -> Tool:
 
 
 # -------------------------------------------------------------------- run ---
+def iperf3_client(lab: Lab) -> list[str]:
+    cmd = ["iperf3", "-c", lab.net.server_addr, "-p", str(PORT), "-t", str(lab.duration), "-J"]
+    return cmd + (["-b", lab.rate] if lab.rate else [])
+
+
 def run_once(lab: Lab, config: str, index: int, stats: bool = False) -> Run:
     server = start_in(lab.receiver, lab.net.server, ["iperf3", "-s", "-1", "-p", str(PORT)],
                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -193,12 +210,13 @@ def run_once(lab: Lab, config: str, index: int, stats: bool = False) -> Run:
         tool = start_tool(lab, config, stats)
         busy0, total0 = cpu_busy()
         tool0, t0 = process_cpu(tool.pid) if tool.pid else 0, time.monotonic()
-        client = start_in(lab.sender, lab.net.client,
-                          ["iperf3", "-c", lab.net.server_addr, "-p", str(PORT), "-t", str(lab.duration), "-J"],
+        traffic0 = cgroup_cpu_us(lab.receiver) + cgroup_cpu_us(lab.sender)
+        client = start_in(lab.sender, lab.net.client, iperf3_client(lab),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = client.communicate(timeout=lab.duration + 60)
         busy1, total1 = cpu_busy()
         elapsed = time.monotonic() - t0
+        traffic = cgroup_cpu_us(lab.receiver) + cgroup_cpu_us(lab.sender) - traffic0
         tool_cpu = (process_cpu(tool.pid) - tool0) if tool.pid else 0
         result = json.loads(out)
         if "error" in result:
@@ -206,7 +224,8 @@ def run_once(lab: Lab, config: str, index: int, stats: bool = False) -> Run:
         hz = os.sysconf("SC_CLK_TCK")
         run = Run(config, index, result["end"]["sum_received"]["bits_per_second"] / 1e9,
                   cpu_pct=100.0 * (busy1 - busy0) / max(total1 - total0, 1) * os.cpu_count(),
-                  tool_cpu_pct=100.0 * tool_cpu / hz / elapsed, duration=elapsed)
+                  tool_cpu_pct=100.0 * tool_cpu / hz / elapsed, duration=elapsed,
+                  traffic_cpu_pct=100.0 * traffic / 1e6 / elapsed)
         tool.stop(run)
         tool = None
         return run
@@ -240,6 +259,7 @@ def summarize(runs: list[Run]) -> list[dict]:
             "reduction_pct": 100.0 * (1 - median(gbps) / base) if config != BASELINE else 0.0,
             "cpu_pct": median([r.cpu_pct for r in mine or costs]),
             "tool_cpu_pct": median([r.tool_cpu_pct for r in mine or costs]) if config != BASELINE else None,
+            "traffic_cpu_pct": median([r.traffic_cpu_pct for r in mine or costs]),
             "events_per_s": (median([(r.events + r.lost) / r.duration for r in mine or costs])
                              if config != BASELINE else None),
             "lost": max((r.lost for r in mine), default=0),
@@ -340,8 +360,9 @@ def check_prerequisites() -> Path:
         sys.exit(f"bench_capture: {e}")
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def measure(args, rate: str | None = None, report=None) -> list[Run]:
+    """Every configuration args.runs times (interleaved), then the cost runs.
+    `report(run, cost)` is called after each run (progress)."""
     binary = check_prerequisites()
     runs: list[Run] = []
     receiver = capture.make_cgroup(f"{args.prefix}-bench-rcv")
@@ -349,24 +370,35 @@ def main(argv=None) -> int:
     try:
         with netns.pair(f"{args.prefix}b") as net, \
                 tempfile.TemporaryDirectory(prefix=f"{args.prefix}-bench-", dir=args.workdir) as work:
-            lab = Lab(net, receiver, sender, Path(work), args.duration, binary, Path(work) / "status")
+            lab = Lab(net, receiver, sender, Path(work), args.duration, binary, Path(work) / "status", rate)
             for index in range(args.runs):
                 for config in CONFIGS:
                     runs.append(run_once(lab, config, index))
-                    print(f"  {config:22s} run {index + 1}: {runs[-1].gbps:.2f} Gb/s", file=sys.stderr)
+                    (report or print_run)(runs[-1], False)
             for index in range(args.cost_runs):
                 for config in MAGNET_CONFIGS:
                     runs.append(run_once(lab, config, index, stats=True))
-                    print(f"  {config:22s} cost run {index + 1}: {runs[-1].ns_per_event:.0f} ns/event",
-                          file=sys.stderr)
+                    (report or print_run)(runs[-1], True)
     finally:
         capture.remove_cgroup(receiver)
         capture.remove_cgroup(sender)
+    return runs
+
+
+def print_run(run: Run, cost: bool) -> None:
+    if cost:
+        print(f"  {run.config:22s} cost run {run.run + 1}: {run.ns_per_event:.0f} ns/event", file=sys.stderr)
+    else:
+        print(f"  {run.config:22s} run {run.run + 1}: {run.gbps:.2f} Gb/s", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    runs = measure(args)
     rows = summarize(runs)
     path = write_results(rows, runs, args, Path(args.out))
     print(path.read_text())
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

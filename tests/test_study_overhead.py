@@ -1,0 +1,46 @@
+"""Study 2 (overhead): Table I and Fig. 6, magnet-read against tcpdump, from bench_capture."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from experiments import bench_capture as bench
+
+from .capture_study import run_quick
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    return run_quick("overhead", tmp_path_factory.mktemp("overhead"), "iperf3", "tcpdump", "ethtool")
+
+
+def test_every_configuration_ran(quick):
+    runs = pd.read_csv(quick / "runs.csv")
+    assert set(runs.config) == set(bench.CONFIGS) | {bench.MAGNET_ALL}
+    assert (runs.gbps > 0.1).all() and (runs.cpu_pct > 0).all() and (runs.traffic_cpu_pct > 10).all()
+    by = {c: g for c, g in runs[runs.ns_per_event.isna()].groupby("config")}
+    assert (by[bench.LOADED].events == 0).all() and (by[bench.LOADED].lost > 0).all()  # never drained
+    for config in (bench.MAGNET_RCV, bench.MAGNET_SND):
+        g = by[config]
+        assert (g.events > 100_000).all() and (g.tool_cpu_pct > 0).all()
+        assert (g.lost <= 0.001 * (g.events + g.lost)).all()     # default buffer: (almost) nothing lost
+    for config in (bench.TCPDUMP_RCV, bench.TCPDUMP_SND):
+        assert (by[config].events > 10_000).all()
+    costs = runs[runs.ns_per_event.notna()]
+    assert ((costs.ns_per_run > 20) & (costs.ns_per_run < 5_000)).all()
+
+
+def test_table_has_todays_and_the_papers_figures(quick):
+    table = pd.read_csv(quick / "table_I.csv").set_index("configuration")
+    assert table.loc[bench.BASELINE, "reduction_pct"] == 0
+    assert table.loc[bench.MAGNET_RCV, "paper_reduction_1000"] == pytest.approx(3.30)
+    assert table.loc[bench.TCPDUMP_RCV, "paper_reduction_1000"] == pytest.approx(36.74)
+    assert table.reduction_pct.between(-100, 100).all()
+    assert (table.load == "max").all()
+    assert "kernel cost per event" in (quick / "table_I.md").read_text()
+
+
+def test_figure_and_readme(quick):
+    assert (quick / "fig6.png").stat().st_size > 10_000
+    readme = (quick / "README.md").read_text()
+    assert "fig6.png" in readme and "| kernel |" in readme and "magnet experiment overhead --quick" in readme
