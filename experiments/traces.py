@@ -17,6 +17,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import magnetlib
@@ -85,12 +86,27 @@ def layer_table(case: str, run: live.LiveRun):
     return table[TABLE_COLUMNS]
 
 
-def figure(results: common.Results, case: str, run: live.LiveRun, duration: float) -> Path:
-    """Fig. 8 / Fig. 10: one second of the four series, stacked."""
+def panels(run: live.LiveRun) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """The figure's four series: (label, ns, bytes)."""
     ends = {"sender": run.sender, "receiver": run.receiver}
-    series = [(label, *run.series(event, ends[end])) for label, event, end in PANELS]
+    return [(label, *run.series(event, ends[end])) for label, event, end in PANELS]
+
+
+def figure(results: common.Results, case: str, series, duration: float) -> Path:
+    """Fig. 8 / Fig. 10: one second of the four series, stacked."""
     stem = "fig10-mp3" if case == "mp3" else f"fig8-{case}"
     return plot_modulation(series, results.path(f"{stem}.png"), at_s=window_start(case, duration))
+
+
+def window_table(case: str, series, duration: float):
+    """The figure's second as numbers, as the papers quote theirs (metrics.stack_table)."""
+    lo = series[0][1][0] + int(window_start(case, duration) * 1e9)
+    cut = [(label, ns[(ns >= lo) & (ns < lo + 1e9)], size[(ns >= lo) & (ns < lo + 1e9)])
+           for label, ns, size in series]
+    table = metrics.stack_table(cut).rename(columns={"stack": "series"})
+    table.insert(0, "case", case)
+    table["throughput_bps"] = table["bytes"] * 8.0          # over the whole second, as the paper's rates
+    return table[["case", "series", "events", "mean_size", "mean_spacing_s", "cv_spacing", "throughput_bps"]]
 
 
 def check_sizes(case: str, run: live.LiveRun, demand) -> list[str]:
@@ -110,33 +126,43 @@ def main(argv=None) -> int:
     live.gate()
     args.duration = args.duration or (4.0 if args.quick else 65.0)
     results = common.Results("traces", args)
-    tables, notes = [], []
+    tables, windows, notes = [], [], []
     with tempfile.TemporaryDirectory(prefix="mgxl-traces-") as tmp:
         work = args.work or Path(tmp)
         for case in common.progress(cases, "traces", unit="case"):
             demand = CASES[case][0](duration_s=args.duration, seed=args.seed)
             run = live.run(case, demand, work, args.rate, args.delay)
+            series = panels(run)
             tables.append(layer_table(case, run))
-            figure(results, case, run, args.duration)
+            windows.append(window_table(case, series, args.duration))
+            figure(results, case, series, args.duration)
             notes += check_sizes(case, run, demand)
-    table = pd.concat(tables, ignore_index=True)
+    table, window = pd.concat(tables, ignore_index=True), pd.concat(windows, ignore_index=True)
     results.write("Application traffic vs the wire, captured live (Fig. 8, Fig. 10)",
-                  body(results, args, cases, table, notes))
+                  body(results, args, cases, table, window, notes))
     print(f"results in {results.dir}")
     return 0
 
 
-def body(results: common.Results, args, cases: list[str], table: pd.DataFrame, notes: list[str]) -> str:
-    shown = table.assign(throughput_kbps=table["throughput_bps"] / 1e3).drop(columns="throughput_bps")
+def kbps(table: pd.DataFrame) -> pd.DataFrame:
+    return table.assign(throughput_kbps=table["throughput_bps"] / 1e3).drop(columns="throughput_bps")
+
+
+def body(results: common.Results, args, cases: list[str], table: pd.DataFrame, window: pd.DataFrame,
+         notes: list[str]) -> str:
     figures = [f"![{c}]({'fig10-mp3' if c == 'mp3' else 'fig8-' + c}.png)" for c in cases]
     parts = [live.describe_setup(args), "",
              "Workloads: " + "; ".join(f"`{c}`: {CASES[c][1]}" for c in cases)
              + f"; each {args.duration:g} s. A figure shows one second: "
                "one minute in for FTP, 5 s in for MP3, as in the papers (the middle of shorter runs).",
              "", "## Per layer, whole run (magnetlib.metrics)", "",
-             results.table("layers", shown, floats="{:.4g}"), "",
+             results.table("layers", kbps(table), floats="{:.4g}"), "",
              "Spacing is between consecutive events of the layer; CV = standard deviation / mean; "
-             "throughput over the layer's span.", "",
+             "throughput over the layer's span. TCP_SEND/IP_SEND are the buffers TCP hands down "
+             "(GSO: TCP always builds them; with offloads off they are split in software before "
+             "the device, so DEV_SEND is one wire packet).", "",
+             "## The figures' second, as numbers", "",
+             results.table("window", kbps(window), floats="{:.4g}"), "",
              "## The papers' numbers", "", results.table("paper", PAPER), "", "## Figures", ""]
     parts += figures
     if notes:
