@@ -1,7 +1,7 @@
 """A demand run for real between two network namespaces and captured live: what the
 studies `traces` and `sndbuf` share.
 
-    live.gate()                                        # root, tools, BPF: else one line, exit 2
+    live.gate("20mbit")                                # rate, root, tools, BPF: else one line, exit 2
     run = live.run("ftp", synth.ftp(10), work, rate="20mbit")
     run.series(Event.SOCK_SEND, run.sender)           # (ns, bytes) of the writes
 
@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 
 import magnetlib
+from magnetlib import capture
 from magnetlib.demand import Demand
 from magnetlib.format import Event
-from replay import tcp, wire
+from replay import netns, tcp, wire
 
 from . import common
 
@@ -41,7 +42,13 @@ def unavailable() -> str | None:
     return f"the BPF capture cannot run: {why}" if why else None
 
 
-def gate() -> None:
+def gate(rate: str | None) -> None:
+    """Stop with one line (exit 2) if the rate is not tc's syntax or a prerequisite is missing."""
+    try:
+        if rate:
+            netns.rate_bits(rate)
+    except ValueError as e:
+        common.gate(False, f"--rate: {e}")
     why = unavailable()
     common.gate(why is None, why or "")
 
@@ -75,8 +82,12 @@ def params(rate: str | None, delay: str | None = None, sndbuf: int | None = None
 
 def run(name: str, demand: Demand, work: Path, rate: str | None, delay: str | None = None,
         sndbuf: int | None = None) -> LiveRun:
-    """Replay `demand` over one shaped veth hop with the BPF capture on; files in work/name."""
-    replay = tcp.run_chain(demand, Path(work) / name, params(rate, delay, sndbuf))
+    """Replay `demand` over one shaped veth hop with the BPF capture on; files in work/name.
+    A run that fails stops the study with one line (exit 2)."""
+    try:
+        replay = tcp.run_chain(demand, Path(work) / name, params(rate, delay, sndbuf))
+    except (tcp.ReplayError, capture.CaptureError) as e:
+        common.gate(False, f"{name}: {e}")
     stack = replay.stacks[0]
     return LiveRun(name, stack.trace, stack.sender["cookie"], stack.receiver["cookie"], replay)
 

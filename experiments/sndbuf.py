@@ -137,18 +137,23 @@ def occupancy(trace_path: Path, sender: int) -> Occupancy:
         & ((col["tcp_flags"] & TCP_ACK) > 0)
     ack &= (_mod32(col["ack_seq"], una) > 0) & (_mod32(col["write_seq"], col["ack_seq"]) >= 0)
     una = np.where(ack, col["ack_seq"], una)
+    checks = consistency(col, una, ack)
     return Occupancy(ns, col["event"], _mod32(col["write_seq"], una), _mod32(col["write_seq"], col["snd_nxt"]),
-                     consistency(col, una, ack))
+                     checks)
 
 
 def consistency(col: dict, una: np.ndarray, ack: np.ndarray) -> dict:
-    """Does the extended data hold up? write_seq moves by each write's size, snd_una never back."""
+    """Does the extended data hold up? write_seq moves by each write's size, snd_una never
+    back, and after an ACK taken as the new snd_una the next event's own snd_una agrees."""
     writes = (col["event"] == Event.SOCK_SEND) & (col["size"] > 0)
     ws = col["write_seq"][writes]
     steps = _mod32(ws[1:], ws[:-1])
     back = _mod32(una[1:], una[:-1]) < 0
+    applied = np.flatnonzero(ack[:-1])
+    confirmed = _mod32(col["snd_una"][applied + 1], col["ack_seq"][applied]) >= 0
     return {"sock_send": int(writes.sum()), "write_seq_steps_match": int((steps == col["size"][writes][1:]).sum()),
-            "write_seq_steps": len(steps), "snd_una_steps_back": int(back.sum()), "acks_applied": int(ack.sum())}
+            "write_seq_steps": len(steps), "snd_una_steps_back": int(back.sum()), "acks_applied": int(ack.sum()),
+            "acks_confirmed_next": int(confirmed.sum())}
 
 
 # --------------------------------------------------------------------- runs ---
@@ -187,8 +192,9 @@ def run_one(case: str, buffer: str, args, work: Path) -> Run:
     return Run(case, buffer, occupancy(run.trace, run.sender), kernel, run)
 
 
-def figure(runs: list[Run], cases: list[str]):
-    """Fig. 11: occupancy over time, one panel per workload, one line per buffer setting."""
+def figure(runs: list[Run], cases: list[str], xlim: tuple[float, float] | None = None):
+    """Fig. 11: occupancy over time, one panel per workload, one line per buffer setting
+    (xlim: only that stretch, in seconds from the connection's first event)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -210,6 +216,8 @@ def figure(runs: list[Run], cases: list[str]):
         top = max((int(r.occ.unacked.max()) for r in mine if len(r.occ.ns)), default=1)
         ax.set_ylim(0, 1.3 * top / 1024)
         ax.legend(fontsize=7, loc="upper right")
+        if xlim:
+            ax.set_xlim(*xlim)
     axes[-1, 0].set_xlabel("time since the connection's first event, s")
     fig.tight_layout()
     return fig
@@ -226,7 +234,7 @@ def main(argv=None) -> int:
     common.gate(cases and all(c in CASES for c in cases), f"sndbuf: --cases: use {', '.join(CASES)}")
     common.gate(buffers and all(b == "auto" or b.isdigit() for b in buffers),
                 "sndbuf: --buffers: auto or a number of bytes, comma-separated")
-    live.gate()
+    live.gate(args.rate)
     args.duration = args.duration or (3.0 if args.quick else 30.0)
     results = common.Results("sndbuf", args)
     runs: list[Run] = []
@@ -236,6 +244,8 @@ def main(argv=None) -> int:
             runs.append(run_one(case, buffer, args, args.work or Path(tmp)))
     table = pd.DataFrame([r.row(wmem_max()) for r in runs])
     results.figure(figure(runs, cases), "fig11")
+    middle = args.duration / 2
+    results.figure(figure(runs, cases, (middle, middle + 1.0)), "fig11-second")
     results.write("Send-buffer occupancy while streaming (Fig. 11)", body(results, args, cases, runs, table))
     print(f"results in {results.dir}")
     return 0
@@ -247,19 +257,24 @@ def body(results: common.Results, args, cases: list[str], runs: list[Run], table
     notes = [f"{r.case} {r.buffer}: {n}" for r in runs for n in r.run.notes]
     parts = [live.describe_setup(args), "",
              "Workloads: " + "; ".join(f"`{c}`: {CASES[c]}" for c in cases) + f"; {args.duration:g} s each.",
-             "", "![Fig. 11](fig11.png)", "", "## Occupancy", "",
+             "", "![Fig. 11](fig11.png)", "", "One second of it, from the middle of the runs:", "",
+             "![Fig. 11, one second](fig11-second.png)", "", "## Occupancy", "",
              results.table("occupancy", table, floats="{:.4g}"), "",
              "`unacked` = write_seq - snd_una (what the kernel keeps for the connection), `unsent` = "
              "write_seq - snd_nxt; means are over time (a step function between events). `limit`: "
              "tcp_wmem's maximum for the autotuned buffer, twice SO_SNDBUF (the kernel doubles it) for a "
              "fixed one; sk_sndbuf is the kernel's buffer size as `ss -m` reports it (`tb`), sampled every "
-             "0.1 s (it counts skb overhead as well as data).", "",
+             "0.1 s (it counts skb overhead as well as data). A fixed buffer can be overshot by up to one "
+             "skb: the kernel checks for room before it starts a new skb, not per byte, and with GSO "
+             "an skb holds up to 64 KB.", "",
              "## The paper", "", results.table("paper", PAPER), "",
              "## Is the extended data sound?", "",
              results.table("checks", checks), "",
              "write_seq between consecutive writes must move by exactly the write's size; snd_una must "
              "never move back. `acks_applied`: incoming ACKs whose ack_seq was taken as the new snd_una "
-             "(tcp_probe fires before TCP processes the ACK, so the record's own snd_una is the old one)."]
+             "(tcp_probe fires before TCP processes the ACK, so the record's own snd_una is the old one); "
+             "`acks_confirmed_next`: of those, how many the next event's own snd_una confirms (the "
+             "connection's last ACK has no next event)."]
     if notes:
         parts += ["", "## Notes", ""] + [f"* {n}" for n in notes]
     return "\n".join(parts)

@@ -123,7 +123,7 @@ def main(argv=None) -> int:
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in CASES]
     common.gate(not bad and bool(cases), f"traces: unknown case {', '.join(bad)} (use {', '.join(CASES)})")
-    live.gate()
+    live.gate(args.rate)
     args.duration = args.duration or (4.0 if args.quick else 65.0)
     results = common.Results("traces", args)
     tables, windows, notes = [], [], []
