@@ -115,7 +115,28 @@ def check_sizes(case: str, run: live.LiveRun, demand) -> list[str]:
     written = int(run.series(Event.SOCK_SEND, run.sender)[1].sum())
     if written != demand.total_bytes:
         notes.append(f"{case}: SOCK_SEND bytes {written} != demand {demand.total_bytes}")
+    missed = missed_at_device(run)
+    if missed:
+        notes.append(f"{case}: {missed}")
     return notes
+
+
+def missed_at_device(run: live.LiveRun) -> str | None:
+    """Data packets the receiver's IP layer took whose sequence number no DEV_SEND or no
+    DEV_RECV record carries: device events the capture missed."""
+    with magnetlib.open(run.trace) as trace:
+        def seqs(event, cookie):
+            pos = trace.select([event], cookie)
+            return trace.column_at("seq", pos)[trace.column_at("size", pos) > 0]
+        ip = seqs(Event.IP_RECV, run.receiver)
+        no_send = int((~np.isin(ip, seqs(Event.DEV_SEND, run.sender))).sum())
+        no_recv = int((~np.isin(ip, seqs(Event.DEV_RECV, run.receiver))).sum())
+        lost = int(trace.series(trace.select([Event.LOST]))[1].sum())
+    if not (no_send or no_recv):
+        return None
+    return (f"of {len(ip)} data packets the receiver's IP layer took, {no_send} have no DEV_SEND "
+            f"and {no_recv} no DEV_RECV record (sequence numbers compared); the trace's LOST "
+            f"records count {lost} events lost")
 
 
 def main(argv=None) -> int:
