@@ -64,7 +64,10 @@ class LiveRun:
 
     @property
     def notes(self) -> list[str]:
-        return self.replay.notes + self.replay.stacks[0].notes
+        """The replay's notes, and how faithfully the sender issued the demand's writes."""
+        stack = self.replay.stacks[0]
+        timing = [f"the sender's {stack.timing.line()}"] if stack.timing else []
+        return self.replay.notes + stack.notes + timing
 
     def series(self, event: Event, cookie: int, data_only: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(ns, size) of one event kind of one socket; data_only: size > 0."""
