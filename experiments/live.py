@@ -66,7 +66,8 @@ class LiveRun:
     def notes(self) -> list[str]:
         """The replay's notes, and how faithfully the sender issued the demand's writes."""
         stack = self.replay.stacks[0]
-        timing = [f"the sender's {stack.timing.line()}"] if stack.timing else []
+        # A blocked write is in the replay's notes already, and makes "late" meaningless.
+        timing = [f"the sender's {stack.timing.line()}"] if stack.timing and not stack.timing.blocked else []
         return self.replay.notes + stack.notes + timing
 
     def series(self, event: Event, cookie: int, data_only: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -29,8 +29,9 @@ def test_occupancy_is_bounded(study):
     assert (occ["max_unacked_B"] <= occ["limit_B"] + 65536).all()
     auto = occ.xs("auto", level="buffer")
     assert (auto["max_unacked_B"] <= auto["max_sk_sndbuf_B"] * 1.1).all()
-    # A stream far below the rate holds about a frame; a bulk transfer fills the buffer.
-    assert auto.loc["mp3", "max_unacked_B"] < 4 * 418
+    # A stream far below the rate holds a few frames at most (more only if the sender
+    # was late and wrote several at once); a bulk transfer fills the buffer.
+    assert 418 <= auto.loc["mp3", "max_unacked_B"] < 10 * 418
     assert auto.loc["ftp", "max_unacked_B"] >= 10240
     fixed = occ.xs("SO_SNDBUF 65536", level="buffer")
     assert fixed.loc["bulk", "max_unacked_B"] >= 0.5 * fixed.loc["bulk", "limit_B"]
