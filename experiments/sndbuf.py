@@ -264,9 +264,9 @@ def body(results: common.Results, args, cases: list[str], runs: list[Run], table
              "write_seq - snd_nxt; means are over time (a step function between events). `limit`: "
              "tcp_wmem's maximum for the autotuned buffer, twice SO_SNDBUF (the kernel doubles it) for a "
              "fixed one; sk_sndbuf is the kernel's buffer size as `ss -m` reports it (`tb`), sampled every "
-             "0.1 s (it counts skb overhead as well as data). A fixed buffer can be overshot by up to one "
+             "0.1 s (it counts skb overhead as well as data). A fixed buffer can be overshot by about one "
              "skb: the kernel checks for room before it starts a new skb, not per byte, and with GSO "
-             "an skb holds up to 64 KB.", "",
+             "an skb holds up to 64 KB (the tail skb may still take some too).", "",
              "## The paper", "", results.table("paper", PAPER), "",
              "## Is the extended data sound?", "",
              results.table("checks", checks), "",
