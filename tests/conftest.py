@@ -37,6 +37,14 @@ def require_root() -> None:
     require(os.geteuid() == 0, "needs root")
 
 
+def unprivileged(cmd: list[str]) -> list[str]:
+    """`cmd` run as nobody when we are root (to test what a user without root sees)."""
+    if os.geteuid() != 0:
+        return cmd
+    require_tool("setpriv")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+
+
 def run_magnet(*args: str, input: bytes | None = None, check: bool = False) -> subprocess.CompletedProcess:
     """Run the installed `magnet` command; returns the completed process (text output)."""
     proc = subprocess.run([str(BIN / "magnet"), *map(str, args)], input=input,
