@@ -241,7 +241,7 @@ def per_stack_figure(case: Case, summary: pd.DataFrame):
             mean = part[f"{col}_mean"].to_numpy()
             err = np.vstack([mean - part[f"{col}_min"], part[f"{col}_max"] - mean])
             ax.errorbar(part["k"], mean, yerr=err, marker="o", capsize=3, label=f"{engine} {mode}")
-        ax.plot(paper["k"], paper[paper_col], "k--s", label="paper (ALS 2001)")
+        ax.plot(paper["k"], paper[paper_col], "k--s", label="paper (ALS 2001: 3284 B / 0.124 s)")
         ax.set_xticks(range(int(summary["k"].max()) + 1))
         ax.set_xticklabels(["app"] + [metrics.ordinal_label(k).split()[0] for k in
                                       range(1, int(summary["k"].max()) + 1)])
@@ -300,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)        # clean up as for Ctrl-C
     try:
         frames, chains, notes, failed = execute(runs, args, hop, work)
+    except KeyboardInterrupt:
+        print("multistack: interrupted (nothing written)", file=sys.stderr)
+        return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
         if not args.work:
