@@ -173,10 +173,10 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def spread(mean: float, lo: float, hi: float, fmt: str) -> str:
-    """'1095 (1089–1101)' over several runs, '1095' when they agree."""
+    """'1095 [1089, 1101]' over several runs (mean [min, max]), '1095' when they agree."""
     text = fmt.format(mean)
     if np.isfinite(lo) and fmt.format(lo) != fmt.format(hi):
-        text += f" ({fmt.format(lo)}–{fmt.format(hi)})"
+        text += f" [{fmt.format(lo)}, {fmt.format(hi)}]"
     return text
 
 
@@ -239,7 +239,7 @@ def per_stack_figure(case: Case, summary: pd.DataFrame):
     for ax, (col, paper_col, title) in zip(axes, panels):
         for (engine, mode), part in summary.groupby(["engine", "mode"], sort=False):
             mean = part[f"{col}_mean"].to_numpy()
-            err = np.vstack([mean - part[f"{col}_min"], part[f"{col}_max"] - mean])
+            err = np.clip(np.vstack([mean - part[f"{col}_min"], part[f"{col}_max"] - mean]), 0, None)
             ax.errorbar(part["k"], mean, yerr=err, marker="o", capsize=3, label=f"{engine} {mode}")
         ax.plot(paper["k"], paper[paper_col], "k--s", label="paper (ALS 2001: 3284 B / 0.124 s)")
         ax.set_xticks(range(int(summary["k"].max()) + 1))
@@ -385,7 +385,7 @@ def intro(hop: Hop, skipped: list[str], failed: list[str]) -> str:
         "namespaces with TSO/GSO/GRO off, a token bucket (tbf) on each sending end, the paced "
         "sender alone on one CPU; the wire of each stack from the BPF capture (DEV_SEND of the "
         "sending socket; tcpdump where BPF is unavailable). Sizes are TCP payload bytes; a cell "
-        "shows the mean over runs and, where runs differ, their min–max. *vs app %* compares "
+        "shows the mean over runs and, where runs differ, [min, max]. *vs app %* compares "
         "each stack's throughput over its span (first to last segment) with the application's: "
         "a stack that ends later (slow start, queueing) reads lower, more so in short runs.",
         "",
