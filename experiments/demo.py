@@ -84,7 +84,7 @@ def capture_transfer(out: Path, seconds: float) -> Path:
                       "--interval", str(INTERVAL), "--duration", str(seconds)]
             command = [*magnet_command(), "capture", "-o", str(trace), "--cgroup-name", f"{prefix}-cap",
                        "--", "ip", "netns", "exec", hop.left_ns, *sender]
-            say(f"  $ {' '.join(command[-len(sender) - 4:])}")
+            say(f"  $ {' '.join(command)}")
             proc = subprocess.run(command, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise TraceError("magnet capture", (proc.stderr.strip().splitlines() or ["failed"])[-1])
@@ -156,7 +156,7 @@ def comparison(columns: dict[str, list]) -> pd.DataFrame:
                                     zip(paper["paper_size"], paper["paper_spacing_s"])]})
     for name, series in columns.items():
         table = metrics.stack_table(series)
-        cells = [f"{r.mean_size:.0f} B {r.mean_spacing_s:.3f} s {r.bandwidth_vs_app_pct:+.0f}%"
+        cells = [f"{r.mean_size:.0f} B {r.mean_spacing_s:.3f} s {r.bandwidth_vs_app_pct:+.1f}%"
                  for r in table.itertuples()]
         shown[name] = pd.Series(cells + ["-"] * (len(shown) - len(cells)))
     return shown
