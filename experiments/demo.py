@@ -87,7 +87,8 @@ def capture_transfer(out: Path, seconds: float) -> Path:
             say(f"  $ {' '.join(command)}")
             proc = subprocess.run(command, capture_output=True, text=True)
             if proc.returncode != 0:
-                raise TraceError("magnet capture", (proc.stderr.strip().splitlines() or ["failed"])[-1])
+                problem = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+                raise TraceError("magnet capture", problem.removeprefix("magnet: "))
             read = json.loads(sink.communicate(timeout=30)[0].strip().splitlines()[-1])["read"]
         finally:
             if sink.poll() is None:
@@ -137,7 +138,7 @@ def replay(name: str, run, out: Path) -> list | None:
     started = time.monotonic()
     try:
         outcome = run()
-    except TraceError as e:
+    except (TraceError, OSError) as e:
         say(f"  skipped: {e}")
         return None
     for note in dict.fromkeys(outcome.notes):
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("magnet demo: interrupted", file=sys.stderr)
         return 130
-    except TraceError as e:
+    except (TraceError, OSError) as e:
         print(f"magnet demo: {e}", file=sys.stderr)
         return 2
     columns = {"captured": captured, "ns-3": ns3, "real TCP": real}

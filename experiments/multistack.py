@@ -329,7 +329,7 @@ def execute(runs, args, hop: Hop, work: Path):
         name = f"{engine} {mode} {case.name} run {run + 1}"
         try:
             outcome = run_one(engine, mode, demand, where, hop, seed)
-        except TraceError as e:
+        except (TraceError, OSError) as e:
             failed.append(f"{name}: {e}")
             tqdm.write(f"multistack: {name} failed: {e}", file=sys.stderr)
             continue
