@@ -269,20 +269,32 @@ def options(argv):
                                              "directory, removed)")
     args = common.parse(p, argv)
     args.runs = args.runs or (1 if args.quick else 3)
+    args.cases = _names(p, "--cases", args.cases, CASES)
+    args.engines = _names(p, "--engines", args.engines, {engine for engine, _ in CONFIGS})
+    if args.runs < 1 or args.stacks < 1:
+        p.error("--runs and --stacks: at least 1")
     return args
+
+
+def _names(p, option: str, text: str, known) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        p.error(f"{option} {text!r}: use {', '.join(sorted(known))}")
+    return names
 
 
 def plan(args) -> tuple[list, list[str]]:
     """The runs to make, and what is skipped and why."""
     skipped, configs = [], []
-    engines = {e.strip() for e in args.engines.split(",")}
+    engines = set(args.engines)
     reasons = {"ns-3": ns3_available() if "ns-3" in engines else "not asked for (--engines)",
                "tcp": tcp_available() if "tcp" in engines else "not asked for (--engines)"}
     for engine, why in reasons.items():
         if why:
             skipped.append(f"{engine} skipped: {why}")
     configs = [(e, m) for e, m in CONFIGS if not reasons[e]]
-    cases = [CASES[c.strip()] for c in args.cases.split(",")]
+    cases = [CASES[name] for name in args.cases]
     runs = [(case, engine, mode, run) for case in cases for engine, mode in configs
             for run in range(args.runs)]
     return runs, skipped
