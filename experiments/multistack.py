@@ -221,6 +221,7 @@ def bandwidth_figure(case: Case, chains: dict):
             ax.step(edges[:-1], per_bin * 8 / bin_s / 1e6, where="post", label=label, linewidth=1)
         ax.set_title(f"{engine} {mode}", fontsize=10)
         ax.set_xlabel("time, s")
+        ax.set_ylim(bottom=0)
     axes[0, 0].set_ylabel("bandwidth, Mb/s")
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(f"Effect of multiple TCP stacks: {case.title} (Fig. 9 style, run 1)", fontsize=11)
