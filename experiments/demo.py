@@ -1,0 +1,213 @@
+"""`make demo`: the headline of magnet in a few minutes.
+
+    python -m experiments.demo [--out out/demo] [--duration 15] [--quick]
+
+1. capture a real FTP-like transfer (experiments/ftp_app.py: the paper's
+   3284-byte writes every 0.124 s) with the BPF capture, `magnet capture`,
+   over a veth pair between two network namespaces (20 Mb/s);
+2. extract its demand (the application's SOCK_SEND records) with magnetlib;
+3. replay that demand through four TCP stacks in ns-3 (`magnet replay ns3`'s
+   chain, offline),
+4. and through four real Linux TCP stacks (`magnet replay tcp`, offline);
+5. print Table II with the paper's row beside ours, and where the figures are.
+
+Where the BPF capture cannot run (not root, no BTF, no magnet-read) the demo
+says so and replays the synthetic demand (magnetlib.synth.ftp_paper) instead;
+without ns-3 or root the step that needs it is skipped, saying why.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import magnetlib
+from magnetlib import demand as demand_mod
+from magnetlib import metrics, synth
+from magnetlib.demand import Demand
+from magnetlib.errors import TraceError
+
+from . import multistack
+
+SIZE, INTERVAL = 3284, 0.124          # the paper's Table II application
+HOP = multistack.Hop()                # 20 Mb/s, 30 ms one way, 4 stacks
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+# --------------------------------------------------------------- capture ---
+def capture_unavailable() -> str | None:
+    """Why the BPF capture of a real transfer cannot run here (None: it can)."""
+    from replay import tcp, wire
+    return wire.bpf_unavailable() or tcp_unavailable(tcp)
+
+
+def tcp_unavailable(tcp) -> str | None:
+    try:
+        tcp.check_privileges(tcp.TcpParams())
+    except TraceError as e:
+        return str(e)
+    return None
+
+
+def magnet_command() -> list[str]:
+    """The `magnet` of this Python (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "magnet"
+    return [str(beside)] if beside.exists() else ["magnet"]
+
+
+def capture_transfer(out: Path, seconds: float) -> Path:
+    """Run ftp_app's sender under `magnet capture` across a shaped veth pair; the trace."""
+    from replay import netns
+    prefix = f"mgxm{os.getpid()}"
+    trace = out / "capture.magnet"
+    link = netns.Link(rate=f"{HOP.rate_mbps:g}mbit", delay=f"{HOP.delay_ms:g}ms")
+    app = [sys.executable, "-m", "experiments.ftp_app"]
+    with netns.chain(prefix, 1, link, subnet="10.204") as topo:
+        for note in topo.notes:
+            say(f"  note: {note}")
+        hop = topo.hops[0]
+        sink = topo.popen(hop.right_ns, [*app, "sink", "--listen", f"{hop.right_addr}:0"],
+                          stdout=subprocess.PIPE, text=True)
+        try:
+            port = int(sink.stdout.readline().split()[1])
+            sender = [*app, "send", "--connect", f"{hop.right_addr}:{port}", "--size", str(SIZE),
+                      "--interval", str(INTERVAL), "--duration", str(seconds)]
+            command = [*magnet_command(), "capture", "-o", str(trace), "--cgroup-name", f"{prefix}-cap",
+                       "--", "ip", "netns", "exec", hop.left_ns, *sender]
+            say(f"  $ {' '.join(command)}")
+            proc = subprocess.run(command, capture_output=True, text=True)
+            if proc.returncode != 0:
+                problem = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+                raise TraceError("magnet capture", problem.removeprefix("magnet: "))
+            read = json.loads(sink.communicate(timeout=30)[0].strip().splitlines()[-1])["read"]
+        finally:
+            if sink.poll() is None:
+                sink.kill()
+                sink.wait()
+    say(f"  captured {trace} ({trace.stat().st_size} bytes); the sink read {read} bytes")
+    return trace
+
+
+def captured_demand(trace: Path) -> tuple[Demand, tuple]:
+    """The sender's writes (SOCK_SEND) and its own stack's wire (DEV_SEND) from the capture."""
+    with magnetlib.open(trace) as t:
+        t.check()
+        every = demand_mod.extract(t, None, "send", "sock")
+        if not len(every):
+            raise TraceError(str(trace), "no SOCK_SEND records: the sender's writes were not captured")
+        streams, index = np.unique(every.sockid, return_inverse=True)
+        sid = int(streams[np.argmax(np.bincount(index, weights=every.size))])
+        demand = demand_mod.extract(t, sid, "send", "sock")
+        wire = demand_mod.extract(t, sid, "send", "dev")
+        lost = t.scan.lost
+    if lost:
+        say(f"  note: the capture lost {lost} records; the demand may lack writes")
+    own = (metrics.ordinal_label(1), wire.time_ns + wire.start_ns, wire.size)
+    app = (metrics.ordinal_label(0), demand.time_ns + demand.start_ns, demand.size)
+    return Demand.from_arrays(demand.time_ns, demand.size), [app, own]
+
+
+def get_demand(out: Path, seconds: float) -> tuple[Demand, list | None, str]:
+    """(the demand, the captured [application, own stack] series or None, where it came from)."""
+    why = capture_unavailable()
+    if why is None:
+        try:
+            demand, captured = captured_demand(capture_transfer(out, seconds))
+            return demand, captured, "captured (BPF) from experiments/ftp_app.py"
+        except TraceError as e:
+            why = str(e)
+    say(f"  the BPF capture of a real transfer is unavailable ({why}):")
+    say(f"  using the synthetic demand instead (magnetlib.synth.ftp_paper: {SIZE} B every {INTERVAL} s)")
+    return synth.ftp_paper(seconds), None, "synthetic (magnetlib.synth.ftp_paper), no capture"
+
+
+# ---------------------------------------------------------------- replay ---
+def replay(name: str, run, out: Path) -> list | None:
+    """One engine's chain; its series, or None (said why) when it cannot run here."""
+    from replay import report
+    started = time.monotonic()
+    try:
+        outcome = run()
+    except (TraceError, OSError) as e:
+        say(f"  skipped: {e}")
+        return None
+    for note in dict.fromkeys(outcome.notes):
+        say(f"  note: {note}")
+    table, files = report.write_report(outcome.series, out)
+    say(f"  {name}: done in {time.monotonic() - started:.0f} s, wire from {outcome.method}; "
+        f"figures {', '.join(str(f) for f in files if f.suffix == '.png')}")
+    return outcome.series
+
+
+def comparison(columns: dict[str, list]) -> pd.DataFrame:
+    """Table II: the paper's row, then each source's mean size / mean spacing / bandwidth change."""
+    paper = multistack.paper_frame()
+    shown = pd.DataFrame({"Trial": paper["stack"],
+                          "paper": [f"{s:.0f} B {t:.3f} s" for s, t in
+                                    zip(paper["paper_size"], paper["paper_spacing_s"])]})
+    for name, series in columns.items():
+        table = metrics.stack_table(series)
+        cells = [f"{r.mean_size:.0f} B {r.mean_spacing_s:.3f} s {r.bandwidth_vs_app_pct:+.1f}%"
+                 for r in table.itertuples()]
+        shown[name] = pd.Series(cells + ["-"] * (len(shown) - len(cells)))
+    return shown
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.demo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory (default out/demo)")
+    p.add_argument("--duration", type=float, help="seconds of the transfer (default 15; --quick 4)")
+    p.add_argument("--quick", action="store_true", help="a 4-second transfer (the tests run this)")
+    args = p.parse_args(argv)
+    seconds = args.duration or (4.0 if args.quick else 15.0)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    try:
+        say(f"magnet demo: the paper's FTP case ({SIZE} B every {INTERVAL} s) for {seconds:g} s, "
+            f"captured, then replayed through {HOP.stacks} TCP stacks ({HOP.rate_mbps:g} Mb/s, "
+            f"{HOP.delay_ms:g} ms per hop)")
+        say("1/4 capturing a real FTP-like transfer with the BPF capture (magnet capture) ...")
+        demand, captured, source = get_demand(out, seconds)
+        demand_path = demand_mod.write_demand(demand, out / "demand.magnet")
+        say(f"2/4 demand ({source}): {len(demand)} writes, {demand.total_bytes} bytes, mean "
+            f"{demand.size.mean():.0f} B every {np.diff(demand.time_ns).mean() / 1e9:.4f} s -> {demand_path}")
+        say(f"3/4 replaying it through {HOP.stacks} TCP stacks in ns-3 (offline re-replay, NewReno) ...")
+        ns3 = replay("ns-3", lambda: multistack.run_ns3(demand, out / "ns3", "offline", HOP, 1), out / "ns3")
+        say(f"4/4 replaying it through {HOP.stacks} real Linux TCP stacks (offline, veth pairs, "
+            "BPF capture of each wire) ...")
+        real = replay("real TCP", lambda: multistack.run_tcp(demand, out / "tcp", "offline", HOP,
+                                                             progress=lambda line: say(f"  {line}")),
+                      out / "tcp")
+    except KeyboardInterrupt:
+        print("magnet demo: interrupted", file=sys.stderr)
+        return 130
+    except (TraceError, OSError) as e:
+        print(f"magnet demo: {e}", file=sys.stderr)
+        return 2
+    columns = {"captured": captured, "ns-3": ns3, "real TCP": real}
+    shown = comparison({k: v for k, v in columns.items() if v})
+    say("\nTable II (mean size, mean spacing, bandwidth vs the application; paper: ALS 2001):")
+    say(shown.to_string(index=False))
+    shown.to_csv(out / "table.csv", index=False)
+    say(f"\n'captured' is the transfer's own first stack, as the capture saw its wire; "
+        "the paper's bandwidth fell 76% after three stacks.\n"
+        f"Figures (Fig. 9 style bandwidth.png, Fig. 8 style modulation.png) in {out}/ns3 and {out}/tcp; "
+        f"the table in {out / 'table.csv'}; the full study: python -m experiments.multistack "
+        f"(results in experiments/results/multistack). Done in {time.monotonic() - started:.0f} s.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,428 @@
+"""Study 1 (ALS 2001 Table II and Fig. 9): an FTP-like application through 1..4
+successive TCP stacks, simulated (ns-3) and real (Linux TCP over veth pairs),
+side by side with the paper's numbers.
+
+    python -m experiments.multistack [--runs 3] [--quick] [--out DIR]
+    magnet experiment multistack --quick
+
+Two demands: 10 KB written every 20 ms (the PAM 2002 FTP trace) and the
+paper's Table II application, 3284 bytes every 0.124 s.  Each goes through a
+chain of --stacks TCP stacks in four ways, --runs times each:
+
+  ns-3 offline   stack k+1's writes are the segments stack k put on its link
+                 (`magnet replay ns3`), the paper's method;
+  ns-3 relay     one simulation, relays writing each read on at once (--live);
+  tcp offline    real TCP, each stack a fresh connection over its own veth
+                 pair, replaying what the previous one put on its wire
+                 (`magnet replay tcp --mode offline`);
+  tcp relay      real TCP, all stacks at once, joined by split-TCP relays.
+
+Every hop: 20 Mb/s, 30 ms one way (ns-3; the real hops get the delay only on
+a kernel with netem), DropTail/tbf queue of 100 frames, MSS 1448, Nagle on.
+The real stacks use the system's congestion control; ns-3 uses NewReno.
+Without ns-3 the ns-3 part is skipped; without root (network namespaces) the
+real-TCP part is; the output and the README say which and why.
+
+Results in experiments/results/multistack/: README.md (Table II per demand,
+engine and mode beside the paper's row; figures), runs.csv (every stack of
+every run), summary.csv (mean and min-max over runs), PNG figures.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from magnetlib import metrics, synth
+from magnetlib.demand import Demand
+from magnetlib.errors import TraceError
+
+from . import common
+
+# ALS 2001 Table II: (data size B, inter-packet spacing s); bandwidth -76% after three stacks (Fig. 9).
+PAPER = [(3284, 0.124), (1016, 0.045), (919, 0.037), (761, 0.079), (723, 0.122)]
+PAPER_DROP_AFTER_THREE_PCT = -76.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """A demand of the study: a synthetic workload and its duration (full, quick)."""
+    name: str
+    title: str
+    workload: str
+    seconds: float
+    quick_seconds: float
+
+    def demand(self, seconds: float, jitter: float, seed: int) -> Demand:
+        return synth.WORKLOADS[self.workload](seconds, jitter=jitter, seed=seed)
+
+
+CASES = {
+    "ftp": Case("ftp", "10 KB every 20 ms", "ftp", 20.0, 3.0),
+    "paper": Case("paper", "3284 B every 0.124 s (Table II's application)", "ftp-paper", 60.0, 5.0),
+}
+# (engine, mode); ns-3's "relay" is its --live chain.
+CONFIGS = [("ns-3", "offline"), ("ns-3", "relay"), ("tcp", "offline"), ("tcp", "relay")]
+METRICS = ["events", "bytes", "mean_size", "p50_size", "mean_spacing_s", "p50_spacing_s",
+           "cv_spacing", "throughput_bps", "bandwidth_vs_app_pct"]
+
+
+@dataclass
+class Hop:
+    """What every stack's path is: the same for both engines."""
+    rate_mbps: float = 20.0
+    delay_ms: float = 30.0
+    stacks: int = 4
+
+
+@dataclass
+class Outcome:
+    """One chain: Table II's series, how its wire was measured, and what to say about it."""
+    series: list
+    method: str
+    notes: list
+
+
+# ----------------------------------------------------------- the engines ---
+def ns3_available() -> str | None:
+    """Why ns-3 cannot run here (None: it can); builds ns3-app/ on first use."""
+    from replay import ns3
+    try:
+        ns3.build(quiet=True)
+    except TraceError as e:
+        return str(e)
+    return None
+
+
+def tcp_available() -> str | None:
+    """Why the real-TCP chains cannot run here (None: they can)."""
+    from replay import tcp
+    try:
+        tcp.check_privileges(tcp.TcpParams())
+    except TraceError as e:
+        return str(e)
+    return None
+
+
+def run_ns3(demand: Demand, work: Path, mode: str, hop: Hop, seed: int) -> Outcome:
+    """The chain in ns-3 (replay/ns3.py); the series as `magnet replay ns3` tabulates them."""
+    from replay import inputs, ns3, report
+    work.mkdir(parents=True, exist_ok=True)
+    path = inputs.write_compact(demand, str(work / "demand.magnet"))
+    params = ns3.ChainParams(stacks=hop.stacks, rate=f"{hop.rate_mbps:g}Mbps",
+                             delay=f"{hop.delay_ms:g}ms", live=mode == "relay", seed=seed)
+    run = ns3.run_chain(path, work, params)
+    notes = [f"stack {s['stack']}: {s['late_writes']} writes waited for the send buffer"
+             for s in run.summary["stacks"] if s["late_writes"]]
+    return Outcome(report.chain_series(path, run.traces), "simulation", notes)
+
+
+def run_tcp(demand: Demand, work: Path, mode: str, hop: Hop, progress=lambda line: None) -> Outcome:
+    """The chain in real TCP (replay/tcp.py), names prefixed mgxm."""
+    from replay import tcp
+    params = tcp.TcpParams(stacks=hop.stacks, mode=mode, rate=f"{hop.rate_mbps:g}mbit",
+                           delay=f"{hop.delay_ms:g}ms", family="mgxm")
+    run = tcp.run_chain(demand, work, params, progress=progress)
+    notes = list(run.notes) + [f"stack {s.k}: {note}" for s in run.stacks for note in s.notes]
+    return Outcome(run.series("send"), run.method, notes)
+
+
+def run_one(engine: str, mode: str, demand: Demand, work: Path, hop: Hop, seed: int,
+            progress=lambda line: None) -> Outcome:
+    if engine == "ns-3":
+        return run_ns3(demand, work, mode, hop, seed)
+    return run_tcp(demand, work, mode, hop, progress)
+
+
+# --------------------------------------------------------------- tables ---
+def paper_frame() -> pd.DataFrame:
+    """The paper's Table II, with the bandwidth its sizes and spacings imply."""
+    size, spacing = np.array(PAPER, float).T
+    implied = size / spacing
+    return pd.DataFrame({"k": range(len(PAPER)), "stack": [metrics.ordinal_label(k) for k in range(len(PAPER))],
+                         "paper_size": size, "paper_spacing_s": spacing,
+                         "paper_implied_vs_app_pct": 100 * implied / implied[0] - 100})
+
+
+def run_rows(series: list, labels: dict) -> pd.DataFrame:
+    """Table II of one chain (magnetlib.metrics.stack_table) with the run's labels in front."""
+    table = metrics.stack_table(series)
+    table.insert(0, "k", range(len(table)))
+    for i, (key, value) in enumerate(labels.items()):
+        table.insert(i, key, value)
+    return table[[*labels, "k", "stack", *METRICS]]
+
+
+def summarise(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean, min and max over runs of each (case, engine, mode, stack)."""
+    keys = ["case", "engine", "mode", "method", "k", "stack"]
+    grouped = runs.groupby(keys, sort=False)
+    out = grouped.size().rename("runs").reset_index()
+    for col in ("mean_size", "mean_spacing_s", "throughput_bps", "bandwidth_vs_app_pct"):
+        stats = grouped[col].agg(["mean", "min", "max"]).reset_index(drop=True)
+        for stat in ("mean", "min", "max"):
+            out[f"{col}_{stat}"] = stats[stat].to_numpy()
+    return out.merge(paper_frame(), on=["k", "stack"], how="left")
+
+
+def spread(mean: float, lo: float, hi: float, fmt: str) -> str:
+    """'1095 [1089, 1101]' over several runs (mean [min, max]), '1095' when they agree."""
+    text = fmt.format(mean)
+    if np.isfinite(lo) and fmt.format(lo) != fmt.format(hi):
+        text += f" [{fmt.format(lo)}, {fmt.format(hi)}]"
+    return text
+
+
+def table_ii(summary: pd.DataFrame) -> str:
+    """One (case, engine, mode) of the summary as Table II beside the paper's row, in Markdown."""
+    rows = []
+    for r in summary.itertuples(index=False):
+        paper = "–" if np.isnan(r.paper_size) else f"{r.paper_size:.0f} B, {r.paper_spacing_s:.3f} s"
+        rows.append({"Trial": r.stack, "paper (size, spacing)": paper,
+                     "size B": spread(r.mean_size_mean, r.mean_size_min, r.mean_size_max, "{:.0f}"),
+                     "spacing s": spread(r.mean_spacing_s_mean, r.mean_spacing_s_min,
+                                         r.mean_spacing_s_max, "{:.4f}"),
+                     "Mb/s": spread(r.throughput_bps_mean / 1e6, r.throughput_bps_min / 1e6,
+                                    r.throughput_bps_max / 1e6, "{:.3f}"),
+                     "vs app %": spread(r.bandwidth_vs_app_pct_mean, r.bandwidth_vs_app_pct_min,
+                                        r.bandwidth_vs_app_pct_max, "{:+.1f}"),
+                     "paper vs app % (implied)": "–" if np.isnan(r.paper_size)
+                     else f"{r.paper_implied_vs_app_pct:+.0f}"})
+    return common.markdown(pd.DataFrame(rows))
+
+
+# -------------------------------------------------------------- figures ---
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def bandwidth_figure(case: Case, chains: dict):
+    """Fig. 9 style: bandwidth of the application and each stack over time, one panel per
+    (engine, mode), the first run of each."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(chains), figsize=(4.2 * len(chains), 3.6), sharey=True, squeeze=False)
+    for ax, ((engine, mode), series) in zip(axes[0], chains.items()):
+        start = min(int(ns[0]) for _, ns, _ in series if len(ns))
+        span = max(int(ns[-1]) for _, ns, _ in series if len(ns)) - start
+        bin_s = max(span / 1e9 / 20, 0.25)      # 20 bins: a 1 s bin of the paper's case would hold 8 or 9 writes
+        edges = np.arange(0, span / 1e9 + bin_s, bin_s)
+        for label, ns, size in series:
+            per_bin, _ = np.histogram((ns - start) / 1e9, bins=edges, weights=size)
+            ax.step(edges[:-1], per_bin * 8 / bin_s / 1e6, where="post", label=label, linewidth=1)
+        ax.set_title(f"{engine} {mode}", fontsize=10)
+        ax.set_xlabel("time, s")
+        ax.set_ylim(bottom=0)
+    axes[0, 0].set_ylabel("bandwidth, Mb/s")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(f"Effect of multiple TCP stacks: {case.title} (Fig. 9 style, run 1)", fontsize=11)
+    return fig
+
+
+def per_stack_figure(case: Case, summary: pd.DataFrame):
+    """Mean size, mean spacing and bandwidth change per stack, every (engine, mode) with its
+    min-max over runs, the paper's values in black."""
+    plt = _pyplot()
+    paper = paper_frame()
+    panels = [("mean_size", "paper_size", "mean data size, B"),
+              ("mean_spacing_s", "paper_spacing_s", "mean spacing, s"),
+              ("bandwidth_vs_app_pct", "paper_implied_vs_app_pct", "bandwidth vs application, %")]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for ax, (col, paper_col, title) in zip(axes, panels):
+        for (engine, mode), part in summary.groupby(["engine", "mode"], sort=False):
+            mean = part[f"{col}_mean"].to_numpy()
+            err = np.clip(np.vstack([mean - part[f"{col}_min"], part[f"{col}_max"] - mean]), 0, None)
+            ax.errorbar(part["k"], mean, yerr=err, marker="o", capsize=3, label=f"{engine} {mode}")
+        ax.plot(paper["k"], paper[paper_col], "k--s", label="paper (ALS 2001: 3284 B / 0.124 s)")
+        ax.set_xticks(range(int(summary["k"].max()) + 1))
+        ax.set_xticklabels(["app"] + [metrics.ordinal_label(k).split()[0] for k in
+                                      range(1, int(summary["k"].max()) + 1)])
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("stack")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"Per stack: {case.title} (error bars: min–max over runs)", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------- study ---
+def options(argv):
+    p = common.parser("multistack", __doc__)
+    p.add_argument("--runs", type=int, help="runs of every configuration (default 3; --quick 1)")
+    p.add_argument("--stacks", type=int, default=4, help="TCP stacks in each chain (default 4)")
+    p.add_argument("--cases", default=",".join(CASES), help=f"demands (default {','.join(CASES)})")
+    p.add_argument("--engines", default="ns-3,tcp", help="ns-3, tcp or both (default both)")
+    p.add_argument("--duration", type=float,
+                   help="seconds of every demand (default: ftp 20, paper 60; --quick: 3 and 5)")
+    p.add_argument("--jitter", type=float, default=0.0,
+                   help="move each write by up to this share of its period, random per seed (default 0: "
+                        "strictly periodic, as the paper's case is given)")
+    p.add_argument("--work", type=Path, help="keep every run's traces here (default: a temporary "
+                                             "directory, removed)")
+    args = common.parse(p, argv)
+    args.runs = args.runs or (1 if args.quick else 3)
+    args.cases = _names(p, "--cases", args.cases, CASES)
+    args.engines = _names(p, "--engines", args.engines, {engine for engine, _ in CONFIGS})
+    if args.runs < 1 or args.stacks < 1:
+        p.error("--runs and --stacks: at least 1")
+    return args
+
+
+def _names(p, option: str, text: str, known) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        p.error(f"{option} {text!r}: use {', '.join(sorted(known))}")
+    return names
+
+
+def plan(args) -> tuple[list, list[str]]:
+    """The runs to make, and what is skipped and why."""
+    skipped, configs = [], []
+    engines = set(args.engines)
+    reasons = {"ns-3": ns3_available() if "ns-3" in engines else "not asked for (--engines)",
+               "tcp": tcp_available() if "tcp" in engines else "not asked for (--engines)"}
+    for engine, why in reasons.items():
+        if why:
+            skipped.append(f"{engine} skipped: {why}")
+    configs = [(e, m) for e, m in CONFIGS if not reasons[e]]
+    cases = [CASES[name] for name in args.cases]
+    runs = [(case, engine, mode, run) for case in cases for engine, mode in configs
+            for run in range(args.runs)]
+    return runs, skipped
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
+    hop = Hop(stacks=args.stacks)
+    runs, skipped = plan(args)
+    for line in skipped:
+        print(f"multistack: {line}", file=sys.stderr)
+    if not runs:
+        common.gate(False, "nothing to run: " + "; ".join(skipped))
+    work = args.work or Path(tempfile.mkdtemp(prefix="mgxm-multistack-"))
+    previous = signal.signal(signal.SIGTERM, _interrupt)        # clean up as for Ctrl-C
+    try:
+        frames, chains, notes, failed = execute(runs, args, hop, work)
+    except KeyboardInterrupt:
+        print("multistack: interrupted (nothing written)", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    if not frames:
+        common.gate(False, "every run failed: " + "; ".join(failed))
+    write_results(args, hop, pd.concat(frames, ignore_index=True), chains, notes, skipped, failed)
+    return 1 if failed else 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def execute(runs, args, hop: Hop, work: Path):
+    """Every run in turn (real TCP is timing-sensitive: nothing runs beside it)."""
+    from tqdm import tqdm
+    frames, chains, notes, failed = [], {}, {}, []
+    for case, engine, mode, run in common.progress(runs, "multistack"):
+        seconds = args.duration or (case.quick_seconds if args.quick else case.seconds)
+        seed = args.seed + run
+        demand = case.demand(seconds, args.jitter, seed)
+        where = work / f"{case.name}-{engine}-{mode}-{run + 1}"
+        name = f"{engine} {mode} {case.name} run {run + 1}"
+        try:
+            outcome = run_one(engine, mode, demand, where, hop, seed)
+        except (TraceError, OSError) as e:
+            failed.append(f"{name}: {e}")
+            tqdm.write(f"multistack: {name} failed: {e}", file=sys.stderr)
+            continue
+        labels = {"case": case.name, "engine": engine, "mode": mode, "method": outcome.method,
+                  "run": run + 1, "seed": seed, "seconds": seconds}
+        frames.append(run_rows(outcome.series, labels))
+        chains.setdefault(case.name, {}).setdefault((engine, mode), outcome.series)
+        for note in outcome.notes:
+            notes.setdefault(f"{engine} {mode}", {}).setdefault(note, []).append(f"{case.name} {run + 1}")
+        last = frames[-1].iloc[-1]
+        tqdm.write(f"{name}: {last['stack']} {last['mean_size']:.0f} B every {last['mean_spacing_s']:.4f} s, "
+                   f"{last['bandwidth_vs_app_pct']:+.1f}% vs the application", file=sys.stderr)
+    return frames, chains, notes, failed
+
+
+def write_results(args, hop: Hop, runs: pd.DataFrame, chains: dict, notes: dict,
+                  skipped: list[str], failed: list[str]) -> None:
+    results = common.Results("multistack", args)
+    results.table("runs", runs)
+    summary = summarise(runs)
+    results.table("summary", summary)
+    body = [intro(hop, skipped, failed)]
+    for name, case in CASES.items():
+        part = summary[summary["case"] == name]
+        if part.empty:
+            continue
+        body.append(f"## {case.title}\n")
+        for (engine, mode, method), config in part.groupby(["engine", "mode", "method"], sort=False):
+            body.append(f"### {engine}, {mode} (wire: {method}; runs: {int(config['runs'].max())})\n")
+            body.append(table_ii(config) + "\n")
+        results.figure(bandwidth_figure(case, chains[name]), f"fig9-bandwidth-{name}")
+        results.figure(per_stack_figure(case, part), f"per-stack-{name}")
+        body.append(f"![Fig. 9 style]({f'fig9-bandwidth-{name}.png'})\n")
+        body.append(f"![per stack]({f'per-stack-{name}.png'})\n")
+    body.append(notes_section(notes))
+    path = results.write("Multistack: ALS 2001 Table II and Fig. 9 on today's stacks", "\n".join(body))
+    print(f"multistack: results in {path.parent} (README.md, runs.csv, summary.csv, figures)")
+
+
+def intro(hop: Hop, skipped: list[str], failed: list[str]) -> str:
+    lines = [
+        "The paper's Table II (ALS 2001): an FTP application's writes (3284 B every 0.124 s on "
+        "average) through successive TCP stacks, each stack's wire output the next one's input: "
+        "1016 B / 0.045 s, 919 / 0.037, 761 / 0.079, 723 / 0.122; bandwidth down "
+        f"{-PAPER_DROP_AFTER_THREE_PCT:.0f}% after three stacks (Fig. 9). The paper's column "
+        "*vs app % (implied)* is size / spacing against the application's; its stated figure is "
+        f"{PAPER_DROP_AFTER_THREE_PCT:+.0f}%. The paper's row stands beside both demands here, but "
+        "belongs to its own FTP transfer (LANL to Dallas, Linux 2.4, a WAN).",
+        "",
+        f"Each hop: {hop.rate_mbps:g} Mb/s, {hop.delay_ms:g} ms one way, a queue of 100 frames, "
+        "MSS 1448, Nagle on. ns-3 3.44: NewReno, point-to-point links, DropTail. Real TCP: "
+        "Linux's default congestion control (see the machine table), veth pairs between network "
+        "namespaces with TSO/GSO/GRO off, a token bucket (tbf) on each sending end, the paced "
+        "sender alone on one CPU; the wire of each stack from the BPF capture (DEV_SEND of the "
+        "sending socket; tcpdump where BPF is unavailable). Sizes are TCP payload bytes; a cell "
+        "shows the mean over runs and, where runs differ, [min, max]. *vs app %* compares "
+        "each stack's throughput over its span (first to last segment) with the application's: "
+        "a stack that ends later (slow start, queueing) reads lower, more so in short runs.",
+        "",
+        "ns-3 without loss is deterministic: its runs come out identical (the seed drives only "
+        "its loss model, off here, and --jitter, 0 by default); *ns-3 relay* is its live chain "
+        "(`magnet replay ns3 --live`).",
+        "",
+        "This machine was shared with other studies running at the same time (2 cores): real-TCP "
+        "timing carries that noise.",
+    ]
+    lines += [""] + [f"**Skipped:** {s}." for s in skipped] if skipped else []
+    lines += [""] + [f"**Failed:** {f}" for f in failed] if failed else []
+    return "\n".join(lines) + "\n"
+
+
+def notes_section(notes: dict) -> str:
+    if not notes:
+        return ""
+    lines = ["## Notes from the replayers", ""]
+    for config, by_note in notes.items():
+        for note, where in by_note.items():
+            lines.append(f"- {config} ({', '.join(where)}): {note}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
