@@ -33,7 +33,10 @@ def find_magnet_read(build: bool = True) -> Path:
     """magnet-read: $MAGNET_READ, the repository's build, then PATH; built with
     `make -C capture` when only the sources are there."""
     if os.environ.get("MAGNET_READ"):
-        return Path(os.environ["MAGNET_READ"])
+        given = Path(os.environ["MAGNET_READ"])
+        if not os.access(given, os.X_OK):
+            raise CaptureError(f"MAGNET_READ={given}: not an executable file")
+        return given
     if build and (CAPTURE_SRC / "Makefile").exists():
         proc = subprocess.run(["make", "-s", "-C", str(CAPTURE_SRC)], capture_output=True, text=True)
         if proc.returncode != 0:

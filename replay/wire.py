@@ -88,9 +88,9 @@ class BpfSession:
         self.cap = capture.Capture(path, cgroup=self.cgroup, settings=capture.Settings(ext=True))
         try:
             self.cap.start()
-        except capture.CaptureError:
+        except (capture.CaptureError, OSError) as e:
             capture.remove_cgroup(self.cgroup)
-            raise
+            raise capture.CaptureError(f"magnet-read could not start: {e}") from None
 
     def preexec(self) -> None:
         capture.join_cgroup(self.cgroup)
