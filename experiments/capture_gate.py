@@ -4,26 +4,22 @@ tools they drive (a missing one stops the study with one line, exit 2), and
 what their --quick setting changes."""
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 from magnetlib import capture
+from replay import wire
 
 from . import common
 
 
 def ready(*tools: str) -> Path:
     """magnet-read's path once every prerequisite is there (else exit 2)."""
-    common.gate(os.geteuid() == 0, "needs root (the capture loads BPF programs)")
-    common.gate(Path("/sys/kernel/btf/vmlinux").exists(),
-                "no kernel BTF (/sys/kernel/btf/vmlinux): the BPF capture cannot run here")
     for tool in tools:
         common.gate(shutil.which(tool) is not None, f"{tool} is not installed (make capture installs it)")
-    try:
-        return capture.find_magnet_read()
-    except capture.CaptureError as e:
-        common.gate(False, str(e))
+    why = wire.bpf_unavailable()
+    common.gate(why is None, f"the BPF capture cannot run here: {why}")
+    return capture.find_magnet_read()
 
 
 def refused(error: Exception) -> None:

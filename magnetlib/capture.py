@@ -38,7 +38,10 @@ def find_magnet_read(build: bool = True) -> Path:
             raise CaptureError(f"MAGNET_READ={given}: not an executable file")
         return given
     if build and (CAPTURE_SRC / "Makefile").exists():
-        proc = subprocess.run(["make", "-s", "-C", str(CAPTURE_SRC)], capture_output=True, text=True)
+        try:
+            proc = subprocess.run(["make", "-s", "-C", str(CAPTURE_SRC)], capture_output=True, text=True)
+        except OSError as e:
+            raise CaptureError(f"building magnet-read failed: {e.strerror}: {e.filename}") from None
         if proc.returncode != 0:
             lines = (proc.stderr or proc.stdout).strip().splitlines() or ["make failed"]
             raise CaptureError(f"building magnet-read failed: {lines[-1]}")

@@ -67,9 +67,9 @@ def clock_offset_ns(samples: int = 20) -> int:
 def bpf_unavailable() -> str | None:
     """Why the BPF capture cannot run here (None: it can)."""
     if os.geteuid() != 0:
-        return "not root"
+        return "needs root (it loads BPF programs)"
     if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        return "the kernel has no BTF"
+        return "the kernel has no BTF (/sys/kernel/btf/vmlinux)"
     try:
         capture.find_magnet_read()
         capture.cgroup2_root()
