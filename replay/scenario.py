@@ -1,0 +1,284 @@
+"""What a replay runs through, the same for every engine: a chain of TCP stacks,
+each over its own path, the TCP they run and the traffic they compete with.
+
+    s = Scenario(stacks=4, path=(Path(rate_bps=20_000_000, delay_ns=30_000_000),))
+    s.path_of(3)               # stack 3's path (the last one given holds for later stacks)
+    s.describe()               # what will be applied, in words
+
+Every knob has one flag, one unit syntax (magnetlib.knobs) and one default in
+`magnet replay ns3` and `magnet replay tcp`: add_arguments() declares them,
+from_args() reads them back.  Link knobs take one value per stack, separated by
+commas, the last repeated ("--rate 20Mbps,10Mbps").
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field, fields, replace
+
+from magnetlib import knobs
+from magnetlib.knobs import Loss, Queue
+
+MODES = ("offline", "relay")
+
+
+@dataclass(frozen=True)
+class Path:
+    """One stack's path from sender to receiver: `hops` links in a row, one of them
+    (the middle one) the bottleneck with `rate_bps`, `queue` and `loss`; the others
+    are fast and lossless.  `delay_ns` is the whole path's one-way delay, spread
+    evenly over its hops; `jitter_ns` adds up to that much per packet without
+    reordering.  The reverse direction has the same delay, no bottleneck, no loss."""
+    rate_bps: int | None = 20_000_000
+    delay_ns: int = 30_000_000
+    queue: Queue = Queue(100, "packets")
+    loss: Loss = Loss()
+    jitter_ns: int = 0
+    hops: int = 1
+    mtu: int = 1500
+
+    @property
+    def rtt_ns(self) -> int:
+        return 2 * self.delay_ns
+
+    @property
+    def queue_bytes(self) -> int:
+        return self.queue.bytes(self.rate_bps, self.rtt_ns, self.mtu)
+
+    @property
+    def queue_packets(self) -> int:
+        return self.queue.packets(self.rate_bps, self.rtt_ns, self.mtu)
+
+    @property
+    def bottleneck(self) -> int:
+        """The index (0-based) of the bottleneck among the path's hops."""
+        return self.hops // 2
+
+    def describe(self) -> str:
+        text = (f"{knobs.fmt_rate(self.rate_bps)} bottleneck, {knobs.fmt_duration(self.delay_ns)} "
+                f"one way ({knobs.fmt_duration(self.rtt_ns)} RTT), drop-tail queue {self.queue}")
+        if self.queue.unit != "packets":
+            text += f" ({self.queue_packets} packets)"
+        if self.loss:
+            text += f", loss {self.loss}"
+        if self.jitter_ns:
+            text += f", jitter up to {knobs.fmt_duration(self.jitter_ns)}"
+        if self.hops > 1:
+            text += f", {self.hops} hops (bottleneck: hop {self.bottleneck + 1})"
+        if self.mtu != 1500:
+            text += f", MTU {self.mtu}"
+        return text
+
+
+CROSS_KINDS = ("tcp", "poisson", "pareto")
+CROSS_SYNTAX = ("tcp:N (N bulk TCP flows), poisson:SHARE[/SIZE] (UDP, exponential gaps) or "
+                "pareto:SHARE[/ON/OFF] (UDP on/off, Pareto on and off times, means ON and OFF, "
+                "default 500ms each); SHARE of the bottleneck's rate, e.g. 30%")
+
+
+@dataclass(frozen=True)
+class Cross:
+    """Competing traffic on each stack's bottleneck, in the same direction as the data."""
+    kind: str                      # tcp | poisson | pareto
+    flows: int = 1                 # tcp: bulk flows
+    share: float = 0.0             # poisson, pareto: mean rate as a share of the bottleneck
+    packet_bytes: int = 1000       # poisson, pareto: UDP payload
+    on_ns: int = 500_000_000       # pareto: mean on time
+    off_ns: int = 500_000_000      # pareto: mean off time
+
+    def __str__(self) -> str:
+        if self.kind == "tcp":
+            return f"tcp:{self.flows}"
+        if self.kind == "poisson":
+            return f"poisson:{self.share * 100:g}%/{self.packet_bytes}B"
+        return (f"pareto:{self.share * 100:g}%/{knobs.fmt_duration(self.on_ns).replace(' ', '')}"
+                f"/{knobs.fmt_duration(self.off_ns).replace(' ', '')}")
+
+    def describe(self) -> str:
+        if self.kind == "tcp":
+            return f"{self.flows} bulk TCP flow{'s' if self.flows != 1 else ''}"
+        what = "Poisson" if self.kind == "poisson" else "Pareto on/off"
+        return f"{what} UDP at {self.share * 100:g}% of the bottleneck ({self.packet_bytes} B packets)"
+
+
+def cross(text: str) -> Cross:
+    kind, _, rest = text.strip().partition(":")
+    kind = kind.lower()
+    parts = rest.split("/") if rest else []
+    try:
+        if kind == "tcp":
+            if len(parts) != 1:
+                raise ValueError
+            return Cross("tcp", flows=knobs.positive_count(parts[0]))
+        if kind in ("poisson", "pareto") and parts:
+            share = knobs.probability(parts[0])
+            if share <= 0 or share >= 1:
+                raise ValueError
+            if kind == "poisson" and len(parts) <= 2:
+                return Cross("poisson", share=share,
+                             packet_bytes=knobs.positive_size(parts[1]) if len(parts) == 2 else 1000)
+            if kind == "pareto" and len(parts) in (1, 3):
+                times = [knobs.duration(p) for p in parts[1:]] or [500_000_000, 500_000_000]
+                if min(times) <= 0:
+                    raise ValueError
+                return Cross("pareto", share=share, on_ns=times[0], off_ns=times[1])
+    except ValueError:
+        pass
+    raise ValueError(f"cross traffic {text!r}: use {CROSS_SYNTAX}")
+
+
+@dataclass(frozen=True)
+class Tcp:
+    """The TCP every stack runs (the sender's and the receiver's socket alike).
+    None: the engine's own default (said in the run's description)."""
+    cc: str = "cubic"                      # a name of knobs.CONGESTION_CONTROL
+    nagle: bool = True
+    sack: bool = True
+    timestamps: bool = True
+    window_scaling: bool = True
+    delack_count: int | None = None        # segments per delayed ACK (Linux: 2, not settable)
+    delack_timeout_ns: int | None = None   # delayed-ACK timeout (Linux: 40 ms min., ns-3: 200 ms)
+    mss: int | None = None                 # default: the path MTU's
+    sndbuf: int | None = None              # default: Linux's autotuning, ns-3's 131072
+    rcvbuf: int | None = None
+    read_size: int = 65536                 # the receiving application's recv() buffer
+
+    def describe(self) -> str:
+        flags = [f"{self.cc}", f"Nagle {knobs.fmt_onoff(self.nagle)}", f"SACK {knobs.fmt_onoff(self.sack)}",
+                 f"timestamps {knobs.fmt_onoff(self.timestamps)}",
+                 f"window scaling {knobs.fmt_onoff(self.window_scaling)}"]
+        if self.delack_count is not None:
+            flags.append(f"delayed ACK every {self.delack_count} segments")
+        if self.delack_timeout_ns is not None:
+            flags.append(f"delayed-ACK timeout {knobs.fmt_duration(self.delack_timeout_ns)}")
+        for name, value in (("MSS", self.mss), ("SO_SNDBUF", self.sndbuf), ("SO_RCVBUF", self.rcvbuf)):
+            if value:
+                flags.append(f"{name} {value}")
+        flags.append(f"receiver reads {self.read_size} B at a time")
+        return ", ".join(flags)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A chain of `stacks` TCP stacks: stack k runs over path_of(k); in `offline` mode
+    stack k+1 replays what stack k put on its wire, in `relay` mode all run at once
+    joined by relays that write each read on at once."""
+    stacks: int = 4
+    mode: str = "offline"
+    path: tuple[Path, ...] = (Path(),)
+    tcp: Tcp = Tcp()
+    cross: tuple[Cross, ...] = ()
+    seed: int = 1
+
+    def __post_init__(self):
+        if self.stacks < 1:
+            raise ValueError(f"stacks {self.stacks}: at least 1")
+        if self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r}: {' or '.join(MODES)}")
+        if not self.path:
+            raise ValueError("a scenario needs at least one path")
+
+    def path_of(self, k: int) -> Path:
+        """Stack k's path (1-based)."""
+        return knobs.for_stack(self.path, k)
+
+    def replace(self, **changes) -> "Scenario":
+        return replace(self, **changes)
+
+    def describe(self) -> str:
+        lines = [f"{self.stacks} TCP stack{'s' if self.stacks != 1 else ''}, {self.mode}"]
+        paths = [self.path_of(k) for k in range(1, self.stacks + 1)]
+        if all(p == paths[0] for p in paths):
+            lines.append(f"  every path: {paths[0].describe()}")
+        else:
+            lines += [f"  stack {k}'s path: {p.describe()}" for k, p in enumerate(paths, 1)]
+        if self.cross:
+            lines.append("  cross traffic on each bottleneck: " + "; ".join(c.describe() for c in self.cross))
+        lines.append(f"  TCP: {self.tcp.describe()}")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------- the flags ---
+# (flag, Path field, parser, metavar, help) for the per-stack path knobs.
+PATH_FLAGS = [
+    ("--rate", "rate_bps", knobs.optional_rate, "RATE", "bottleneck rate: 20Mbps, 20mbit, 20e6 or none"),
+    ("--delay", "delay_ns", knobs.duration, "TIME", "one-way delay of the whole path: 30ms or 0.03"),
+    ("--queue", "queue", knobs.queue, "QUEUE", "bottleneck's drop-tail queue: 100p, 150kB, 64KiB or 1bdp"),
+    ("--loss", "loss", knobs.loss, "LOSS", "random loss at the bottleneck: 1%, 0.01 or ge:P/R (bursts)"),
+    ("--jitter", "jitter_ns", knobs.duration, "TIME", "extra delay per packet, up to this, order kept: 2ms"),
+    ("--hops", "hops", knobs.positive_count, "N", "links in the path, one of them the bottleneck"),
+    ("--mtu", "mtu", knobs.positive_count, "BYTES", "MTU of the path, bytes"),
+]
+# (flag, Tcp field, parser, metavar, help)
+TCP_FLAGS = [
+    ("--cc", "cc", knobs.cc, "NAME", "congestion control: cubic, reno, newreno, bbr ... or ns-3's TcpCubic"),
+    ("--nagle", "nagle", knobs.onoff, "on|off", "Nagle's algorithm: on or off"),
+    ("--sack", "sack", knobs.onoff, "on|off", "selective acknowledgements: on or off"),
+    ("--timestamps", "timestamps", knobs.onoff, "on|off", "TCP timestamps: on or off"),
+    ("--window-scaling", "window_scaling", knobs.onoff, "on|off", "window scaling: on or off"),
+    ("--delack-count", "delack_count", knobs.positive_count, "N", "segments per delayed ACK"),
+    ("--delack-timeout", "delack_timeout_ns", knobs.duration, "TIME", "delayed-ACK timeout: 40ms"),
+    ("--mss", "mss", knobs.positive_count, "BYTES", "TCP maximum segment size"),
+    ("--sndbuf", "sndbuf", knobs.positive_size, "BYTES", "SO_SNDBUF of every socket: 64KiB"),
+    ("--rcvbuf", "rcvbuf", knobs.positive_size, "BYTES", "SO_RCVBUF of every socket: 64KiB"),
+    ("--read-size", "read_size", knobs.positive_size, "BYTES", "the receiver's recv() size: 8KiB"),
+]
+
+
+def _default_text(value) -> str:
+    if value is None:
+        return "the engine's"
+    if isinstance(value, bool):
+        return knobs.fmt_onoff(value)
+    return str(value)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scenario's flags, the same in every command that runs one."""
+    d, dp, dt = Scenario(), Path(), Tcp()
+    g = parser.add_argument_group("chain")
+    g.add_argument("--stacks", type=knobs.arg(knobs.positive_count), default=d.stacks,
+                   help=f"TCP stacks in the chain (default {d.stacks})")
+    g.add_argument("--mode", choices=MODES, default=d.mode,
+                   help="offline: stack k+1 replays stack k's wire; relay: all at once, joined by "
+                        f"relays (default {d.mode})")
+    g.add_argument("--seed", type=int, default=d.seed, help=f"random seed (default {d.seed})")
+    g = parser.add_argument_group("path (one value, or one per stack separated by commas)")
+    shown = {"rate_bps": "20Mbps", "delay_ns": "30ms", "jitter_ns": "0"}
+    for flag, name, convert, metavar, text in PATH_FLAGS:
+        default = shown.get(name, _default_text(getattr(dp, name)))
+        g.add_argument(flag, dest=f"path_{name}", type=knobs.arg(knobs.per_stack(convert)),
+                       default=None, metavar=metavar,
+                       help=f"{text} (default {default})".replace("%", "%%"))
+    g.add_argument("--cross", type=knobs.arg(cross), metavar="KIND:...", action="append", default=[],
+                   help="competing traffic on each bottleneck, repeatable: " + CROSS_SYNTAX.replace("%", "%%"))
+    g = parser.add_argument_group("TCP (every socket)")
+    shown = {"mss": "the MTU's"}
+    for flag, name, convert, metavar, text in TCP_FLAGS:
+        default = shown.get(name, _default_text(getattr(dt, name)))
+        g.add_argument(flag, dest=f"tcp_{name}", type=knobs.arg(convert), default=None, metavar=metavar,
+                       help=f"{text} (default {default})".replace("%", "%%"))
+
+
+def from_args(args: argparse.Namespace) -> Scenario:
+    """The Scenario the flags of add_arguments() describe."""
+    given = {f.name: getattr(args, f"path_{f.name}") for f in fields(Path)
+             if getattr(args, f"path_{f.name}", None) is not None}
+    longest = max((len(v) for v in given.values()), default=1)
+    paths = tuple(Path(**{name: knobs.for_stack(values, k) for name, values in given.items()})
+                  for k in range(1, longest + 1))
+    tcp = Tcp(**{f.name: getattr(args, f"tcp_{f.name}") for f in fields(Tcp)
+                 if getattr(args, f"tcp_{f.name}", None) is not None})
+    return Scenario(stacks=args.stacks, mode=args.mode, path=paths, tcp=tcp,
+                    cross=tuple(args.cross), seed=args.seed)
+
+
+@dataclass
+class StackOutcome:
+    """What one stack of a chain did: its wire (times in ns on the first stack's
+    clock, TCP payload bytes per data segment) and what its TCP says of itself."""
+    k: int
+    ns: object                                # numpy int64 array
+    size: object                              # numpy int64 array
+    rtt_measured_ns: float | None = None      # the sender's smoothed RTT (tcp_info / ns-3)
+    retrans_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
