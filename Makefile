@@ -54,28 +54,28 @@ setup: system-deps $(STAMP)
 
 # ns-3 for the C++ replay (headers and libraries; --no-deps skips the 76 s cppyy
 # build of the Python bindings), then ns3-app/ built once into a cache keyed by
-# a hash of its sources (python -m replay.ns3 build).
+# a hash of its sources (python -m magnet.replay.ns3 build).
 NS3_STAMP := $(VENV)/.ns3-installed
 $(NS3_STAMP): $(STAMP)
 	$(PY) -m pip install -q --no-deps 'ns3==3.44.*'
 	touch $@
 
 ns3: setup $(NS3_STAMP)
-	$(PY) -m replay.ns3 build
+	$(PY) -m magnet.replay.ns3 build
 
 # The headline (experiments/demo.py): capture an FTP-like transfer, extract its
 # demand, replay it through four stacks in ns-3 and in real TCP, print Table II.
 demo: setup ns3
-	$(PY) -m experiments.demo --out $(OUT)/demo
+	$(PY) -m magnet.experiments.demo --out $(OUT)/demo
 
 test: setup ns3
 	$(PY) -m pytest -q
 
 bench: setup ns3
-	$(PY) -m experiments.bench_parse
-	$(PY) -m experiments.bench_pcap
-	$(PY) -m experiments.bench_ns3
-	$(PY) -m experiments.bench_library
+	$(PY) -m magnet.experiments.bench_parse
+	$(PY) -m magnet.experiments.bench_pcap
+	$(PY) -m magnet.experiments.bench_ns3
+	$(PY) -m magnet.experiments.bench_library
 
 # Regenerate the C header from the format description.
 header: $(STAMP)
@@ -84,8 +84,9 @@ header: $(STAMP)
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis *.egg-info
 
-# capture/: the kernel capture (BPF, libbpf CO-RE) and magnet-read. The tools
-# for its tests and benchmark come with it.
+# capture/: the kernel capture (BPF, libbpf CO-RE) and magnet-read, built into
+# the per-user cache (python -m magnet.capture build). The tools for its tests
+# and benchmark come with it.
 APT_CAPTURE := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
                iperf3 tcpdump ethtool iproute2
 
@@ -93,9 +94,9 @@ APT_CAPTURE := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 capture-deps:
 	$(call apt_ensure,$(APT_CAPTURE))
 
-capture: capture-deps
+capture: setup capture-deps
 	@if command -v clang >/dev/null 2>&1 && [ -e /usr/include/bpf/libbpf.h ]; then \
-	  $(MAKE) -s -C capture; \
+	  $(PY) -m magnet.capture build; \
 	else \
 	  echo "capture: clang or libbpf-dev missing: magnet-read not built (its tests skip)" >&2; \
 	  [ -z "$$CI" ]; \
@@ -105,9 +106,9 @@ test demo bench: capture
 
 # The paper's Table I on this machine (minutes; --quick: under two).
 bench-capture: setup capture
-	$(PY) -m experiments.bench_capture
+	$(PY) -m magnet.experiments.bench_capture
 
 # Timing fidelity of `magnet replay tcp` (root: namespaces and the capture; 2 minutes).
 .PHONY: bench-replay
 bench-replay: setup capture
-	$(PY) -m experiments.bench_replay
+	$(PY) -m magnet.experiments.bench_replay

@@ -1,1 +1,1 @@
-"""The studies of the MAGNeT papers, reproduced (python -m experiments.NAME), and the benchmarks."""
+"""The studies of the MAGNeT papers, reproduced (python -m magnet.experiments.NAME), and the benchmarks."""

@@ -1,6 +1,6 @@
 """Benchmark: the MAGNeT paper's Table I (network throughput reduction) on today's stack.
 
-    python -m experiments.bench_capture [--runs 5] [--duration 10] [--quick]
+    python -m magnet.experiments.bench_capture [--runs 5] [--duration 10] [--quick]
 
 iperf3 sends as fast as it can over a veth pair between two network
 namespaces (MTU 1500, offloads off), six ways, each at least --runs times
@@ -38,12 +38,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from magnetlib import capture
+from magnet import capture
+from magnet.replay import netns
 from magnetlib.trace import Trace
-from replay import netns
 
+from . import common
 
-RESULTS = Path(__file__).resolve().parent / "results" / "overhead"
 BASELINE, LOADED = "no capture", "loaded, not drained"
 MAGNET_RCV, MAGNET_SND = "magnet-read/rcv", "magnet-read/snd"
 MAGNET_ALL = "magnet-read/all"          # cost runs only: every connection traced, runs ~ events
@@ -320,7 +320,7 @@ def write_results(rows: list[dict], runs: list[Run], args, out_dir: Path) -> Pat
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    command = "python -m experiments.bench_capture " + " ".join(sys.argv[1:])
+    command = "python -m magnet.experiments.bench_capture " + " ".join(sys.argv[1:])
     text = (f"# Table I on today's stack: the cost of capturing\n\n"
             f"`{command.strip()}` on {os.uname().nodename} (kernel {os.uname().release}, "
             f"{os.cpu_count()} CPUs), {time.strftime('%Y-%m-%d %H:%M')}: iperf3 over veth between "
@@ -341,7 +341,8 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="2 runs of 3 s, 1 cost run (under two minutes)")
     p.add_argument("--prefix", default="mgcap", help="name prefix of namespaces and cgroups")
     p.add_argument("--workdir", default="/dev/shm", help="where traces and pcaps go (default /dev/shm)")
-    p.add_argument("--out", default=str(RESULTS), help="results directory")
+    p.add_argument("--out", default=str(common.default_out("overhead")),
+                   help="results directory (default ./magnet-results/overhead)")
     args = p.parse_args(argv)
     if args.quick:
         args.runs, args.duration, args.cost_runs = 2, 3.0, 1

@@ -1,6 +1,6 @@
 """Benchmark: a trace library of >= 100 M records: import, re-import, queries on DuckDB (and Dask).
 
-    python -m experiments.bench_library [--records 100e6] [--traces 20] [--hosts 4] [--dask]
+    python -m magnet.experiments.bench_library [--records 100e6] [--traces 20] [--hosts 4] [--dask]
                                         [--dir DIR] [--keep] [--quick]
 
 Generates the traces (captures shaped like bench_parse's: per stream one
@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from experiments.bench_parse import PeakMemory
+from .bench_parse import PeakMemory
 
 STREAMS = 64
 CHUNK = 1 << 22
@@ -102,7 +102,7 @@ def _digest(frame) -> list:
 
 
 def _child(*args: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "experiments.bench_library", *args],
+    out = subprocess.run([sys.executable, "-m", "magnet.experiments.bench_library", *args],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 

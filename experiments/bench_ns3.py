@@ -1,6 +1,6 @@
 """Benchmark: replaying demand in ns-3 against ns-3's own BulkSendApplication.
 
-    python -m experiments.bench_ns3 [--events 1000000] [--quick] [--dir DIR] [--keep]
+    python -m magnet.experiments.bench_ns3 [--events 1000000] [--quick] [--dir DIR] [--keep]
 
 1M demand writes (sizes uniform in 1..2895 bytes, Poisson arrivals at 70% of
 the link rate) go through one stack and through four (20 Mb/s, 30 ms, the
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     events = 100_000 if args.quick else args.events
 
-    from replay import ns3
+    from magnet.replay import ns3
     programs = ns3.build()
     print(f"ns-3 {programs.ns3.version}, programs in {programs.directory}"
           + (f" (built now in {programs.built_seconds:.1f} s)" if programs.built_seconds else ""),

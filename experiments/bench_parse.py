@@ -1,6 +1,6 @@
 """Benchmark: open + full scan + demand extraction of a >= 1 GB trace, native and byte-swapped.
 
-    python -m experiments.bench_parse [--gib 1.0] [--dir DIR] [--keep]
+    python -m magnet.experiments.bench_parse [--gib 1.0] [--dir DIR] [--keep]
 
 Targets (issue 2): >= 50 M records/s native, >= 20 M records/s byte-swapped, and
 private memory bounded by the chunk size, not the file (the mapping is shared
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
                   f"{records:,} records in {time.perf_counter() - t:.1f} s", file=sys.stderr)
             if args.cold:
                 subprocess.run(["sh", "-c", "sync; echo 1 > /proc/sys/vm/drop_caches"], check=False)
-            out = subprocess.run([sys.executable, "-m", "experiments.bench_parse", "--measure", path],
+            out = subprocess.run([sys.executable, "-m", "magnet.experiments.bench_parse", "--measure", path],
                                  check=True, capture_output=True, text=True).stdout
             results.append((label, json.loads(out)))
             if not args.keep:

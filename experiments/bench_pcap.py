@@ -1,6 +1,6 @@
 """Benchmark: packets/s of the dpkt path and the fast (vectorised) path on the same large pcap.
 
-    python -m experiments.bench_pcap [--packets 3000000] [--snaplen 128] [--dir DIR] [--keep]
+    python -m magnet.experiments.bench_pcap [--packets 3000000] [--snaplen 128] [--dir DIR] [--keep]
 
 Target (issue 6): fast >= 20x dpkt.  The pcap holds `--packets` packets of 16
 TCP/UDP flows over IPv4 and IPv6 (magnetlib.pcap.writer.synthetic_packets),
@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-from experiments.bench_parse import PeakMemory, warm_cache
+from .bench_parse import PeakMemory, warm_cache
 
 TARGET = 20.0
 
@@ -40,7 +40,7 @@ def measure(path: str, engine: str) -> dict:
 
 
 def run(path: str, engine: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "experiments.bench_pcap", "--measure", path, "--engine", engine],
+    out = subprocess.run([sys.executable, "-m", "magnet.experiments.bench_pcap", "--measure", path, "--engine", engine],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 

@@ -1,6 +1,6 @@
 """Benchmark: how faithfully `magnet replay tcp` issues paced writes.
 
-    python -m experiments.bench_replay [--seconds 20] [--quick] [--loopback] [--out DIR]
+    python -m magnet.experiments.bench_replay [--seconds 20] [--quick] [--loopback] [--out DIR]
 
 Target (issue 4): p99 of |issued - due| <= 50 us for writes 1 ms or more
 apart, on an idle machine.  Four paced demands (one write every 1 ms and every
@@ -34,10 +34,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from magnet.replay import tcp
 from magnetlib.demand import Demand
-from replay import tcp
 
-RESULTS = Path(__file__).resolve().parent / "results" / "replay"
+from . import common
+
 CASES = [(1.0, 10240), (1.0, 418), (20.0, 10240), (20.0, 418)]
 BLOCKING = (1.0, 10240, "20mbit")
 TARGET_US = 50.0
@@ -85,7 +86,7 @@ def write_results(rows: list[dict], context: dict, out: Path) -> Path:
     frame = pd.DataFrame(rows)
     frame.to_csv(out / "timing.csv", index=False)
     shown = frame.rename(columns={"spacing_ms": "spacing ms", "size_B": "bytes"})
-    lines = ["# Replay timing fidelity (python -m experiments.bench_replay"
+    lines = ["# Replay timing fidelity (python -m magnet.experiments.bench_replay"
              + (" --quick" if context["quick"] else "") + (" --loopback" if context["loopback"] else "") + ")",
              "",
              f"{context['when']}; load average before {context['load_before']}, after {context['load_after']}; "
@@ -111,7 +112,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=20.0, help="length of each paced demand (default 20)")
     ap.add_argument("--quick", action="store_true", help="3 s per demand")
     ap.add_argument("--loopback", action="store_true", help="no root: 127.0.0.1, no capture")
-    ap.add_argument("--out", default=str(RESULTS), help=f"results directory (default {RESULTS})")
+    ap.add_argument("--out", default=str(common.default_out("replay")),
+                    help="results directory (default ./magnet-results/replay)")
     args = ap.parse_args(argv)
     seconds = 3.0 if args.quick else args.seconds
     if not args.loopback and os.geteuid() != 0:

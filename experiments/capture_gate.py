@@ -7,8 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from magnetlib import capture
-from replay import wire
+from magnet import capture
+from magnet.replay import wire
 
 from . import common
 

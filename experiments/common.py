@@ -4,7 +4,7 @@ of how and where it ran, Markdown tables, figures and a progress bar.
 A study module `experiments/NAME.py` has `main(argv) -> int` and uses:
 
     args = common.parse(common.parser("NAME", __doc__), argv) # --quick, --out, --seed
-    results = common.Results("NAME", args)                   # experiments/results/NAME/
+    results = common.Results("NAME", args)                   # --out, default ./magnet-results/NAME/
     for run in common.progress(runs, "runs"): ...            # bar with ETA on stderr
     results.table("table", frame)                            # table.csv, returns Markdown
     results.figure(fig, "fig8")                              # fig8.png
@@ -27,7 +27,13 @@ from pathlib import Path
 
 import pandas as pd
 
-RESULTS_ROOT = Path(__file__).resolve().parent / "results"
+
+
+def default_out(name: str) -> Path:
+    """Where a study or benchmark writes unless told (--out): magnet-results/NAME in the
+    current directory, never inside the installed package.  The runs committed with
+    the repository are made with --out experiments/results/NAME."""
+    return Path.cwd() / "magnet-results" / name
 STUDIES = ("multistack", "overhead", "loss", "traces", "sndbuf", "sched")
 
 
@@ -36,8 +42,8 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"magnet experiment {name}", description=doc,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a short run (under two minutes), as the tests run it")
-    p.add_argument("--out", type=Path, default=RESULTS_ROOT / name,
-                   help=f"results directory (default experiments/results/{name})")
+    p.add_argument("--out", type=Path, default=default_out(name),
+                   help=f"results directory (default ./magnet-results/{name})")
     p.add_argument("--seed", type=int, default=1, help="first random seed (default 1)")
     return p
 

@@ -1,6 +1,6 @@
 """`make demo`: the headline of magnet in a few minutes.
 
-    python -m experiments.demo [--out out/demo] [--duration 15] [--quick]
+    python -m magnet.experiments.demo [--out out/demo] [--duration 15] [--quick]
 
 1. capture a real FTP-like transfer (experiments/ftp_app.py: the paper's
    3284-byte writes every 0.124 s) with the BPF capture, `magnet capture`,
@@ -47,7 +47,7 @@ def say(line: str) -> None:
 # --------------------------------------------------------------- capture ---
 def capture_unavailable() -> str | None:
     """Why the BPF capture of a real transfer cannot run here (None: it can)."""
-    from replay import tcp, wire
+    from magnet.replay import tcp, wire
     return wire.bpf_unavailable() or tcp_unavailable(tcp)
 
 
@@ -67,11 +67,11 @@ def magnet_command() -> list[str]:
 
 def capture_transfer(out: Path, seconds: float) -> Path:
     """Run ftp_app's sender under `magnet capture` across a shaped veth pair; the trace."""
-    from replay import netns
+    from magnet.replay import netns
     prefix = f"mgxm{os.getpid()}"
     trace = out / "capture.magnet"
     link = netns.Link(rate=f"{HOP.rate_mbps:g}mbit", delay=f"{HOP.delay_ms:g}ms")
-    app = [sys.executable, "-m", "experiments.ftp_app"]
+    app = [sys.executable, "-m", "magnet.experiments.ftp_app"]
     with netns.chain(prefix, 1, link, subnet="10.204") as topo:
         for note in topo.notes:
             say(f"  note: {note}")
@@ -134,7 +134,7 @@ def get_demand(out: Path, seconds: float) -> tuple[Demand, list | None, str]:
 # ---------------------------------------------------------------- replay ---
 def replay(name: str, run, out: Path) -> list | None:
     """One engine's chain; its series, or None (said why) when it cannot run here."""
-    from replay import report
+    from magnet.replay import report
     started = time.monotonic()
     try:
         outcome = run()
@@ -164,7 +164,7 @@ def comparison(columns: dict[str, list]) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.demo", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m magnet.experiments.demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory (default out/demo)")
     p.add_argument("--duration", type=float, help="seconds of the transfer (default 15; --quick 4)")
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"\n'captured' is the transfer's own first stack, as the capture saw its wire; "
         "the paper's bandwidth fell 76% after three stacks.\n"
         f"Figures (Fig. 9 style bandwidth.png, Fig. 8 style modulation.png) in {out}/ns3 and {out}/tcp; "
-        f"the table in {out / 'table.csv'}; the full study: python -m experiments.multistack "
+        f"the table in {out / 'table.csv'}; the full study: python -m magnet.experiments.multistack "
         f"(results in experiments/results/multistack). Done in {time.monotonic() - started:.0f} s.")
     return 0
 

@@ -1,8 +1,8 @@
 """An FTP-like application for `make demo`: fixed-size writes at a fixed period, and a sink.
 
-    python -m experiments.ftp_app sink --listen 10.204.1.2:0          # prints "ready PORT", then
+    python -m magnet.experiments.ftp_app sink --listen 10.204.1.2:0          # prints "ready PORT", then
                                                                       # {"read": BYTES} at EOF
-    python -m experiments.ftp_app send --connect 10.204.1.2:PORT --size 3284 --interval 0.124 \
+    python -m magnet.experiments.ftp_app send --connect 10.204.1.2:PORT --size 3284 --interval 0.124 \
         --duration 15                                                 # prints {"written": BYTES}
 
 The sender is an ordinary blocking program (sleep until the next write is due,
@@ -48,7 +48,7 @@ def send(connect: tuple[str, int], size: int, interval: float, duration: float) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.ftp_app", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m magnet.experiments.ftp_app", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="role", required=True)
     s = sub.add_parser("sink")

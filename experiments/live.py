@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 
 import magnetlib
-from magnetlib import capture
+from magnet import capture
 from magnetlib.demand import Demand
 from magnetlib.format import Event
-from replay import netns, tcp, wire
+from magnet.replay import netns, tcp, wire
 
 from . import common
 

@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from magnetlib import capture
+from magnet import capture
 from magnetlib.format import Event
 from magnetlib.trace import Trace
-from replay import netns
+from magnet.replay import netns
 
 from . import bench_capture as bench
 from . import capture_gate, common

@@ -2,7 +2,7 @@
 successive TCP stacks, simulated (ns-3) and real (Linux TCP over veth pairs),
 side by side with the paper's numbers.
 
-    python -m experiments.multistack [--runs 3] [--quick] [--out DIR]
+    python -m magnet.experiments.multistack [--runs 3] [--quick] [--out DIR]
     magnet experiment multistack --quick
 
 Two demands: 10 KB written every 20 ms (the PAM 2002 FTP trace) and the
@@ -93,7 +93,7 @@ class Outcome:
 # ----------------------------------------------------------- the engines ---
 def ns3_available() -> str | None:
     """Why ns-3 cannot run here (None: it can); builds ns3-app/ on first use."""
-    from replay import ns3
+    from magnet.replay import ns3
     try:
         ns3.build(quiet=True)
     except TraceError as e:
@@ -103,7 +103,7 @@ def ns3_available() -> str | None:
 
 def tcp_available() -> str | None:
     """Why the real-TCP chains cannot run here (None: they can)."""
-    from replay import tcp
+    from magnet.replay import tcp
     try:
         tcp.check_privileges(tcp.TcpParams())
     except TraceError as e:
@@ -113,7 +113,7 @@ def tcp_available() -> str | None:
 
 def run_ns3(demand: Demand, work: Path, mode: str, hop: Hop, seed: int) -> Outcome:
     """The chain in ns-3 (replay/ns3.py); the series as `magnet replay ns3` tabulates them."""
-    from replay import inputs, ns3, report
+    from magnet.replay import inputs, ns3, report
     work.mkdir(parents=True, exist_ok=True)
     path = inputs.write_compact(demand, str(work / "demand.magnet"))
     params = ns3.ChainParams(stacks=hop.stacks, rate=f"{hop.rate_mbps:g}Mbps",
@@ -126,7 +126,7 @@ def run_ns3(demand: Demand, work: Path, mode: str, hop: Hop, seed: int) -> Outco
 
 def run_tcp(demand: Demand, work: Path, mode: str, hop: Hop, progress=lambda line: None) -> Outcome:
     """The chain in real TCP (replay/tcp.py), names prefixed mgxm."""
-    from replay import tcp
+    from magnet.replay import tcp
     params = tcp.TcpParams(stacks=hop.stacks, mode=mode, rate=f"{hop.rate_mbps:g}mbit",
                            delay=f"{hop.delay_ms:g}ms", family="mgxm")
     run = tcp.run_chain(demand, work, params, progress=progress)

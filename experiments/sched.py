@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from magnetlib import capture
+from magnet import capture
 from magnetlib.format import Event
 from magnetlib.trace import Trace
 

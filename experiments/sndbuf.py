@@ -10,7 +10,7 @@ must keep) at every event of the sending socket; `write_seq - snd_nxt` (not
 yet sent, the paper's words for its figure) is shown beside it.  The kernel's
 send buffer size itself (sk_sndbuf, `tb` of `ss -m`) is sampled every 0.1 s.
 
-    python -m experiments.sndbuf [--quick] [--rate 5mbit] [--duration 30]
+    python -m magnet.experiments.sndbuf [--quick] [--rate 5mbit] [--duration 30]
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import pandas as pd
 import magnetlib
 from magnetlib import synth
 from magnetlib.format import Event, ExtValid
-from replay import netns
+from magnet.replay import netns
 
 from . import common, live
 

@@ -10,7 +10,7 @@ the receiver's wire packets (DEV_RECV) and reads (SOCK_RECV), and per layer the
 mean size, mean spacing and their coefficients of variation over the whole run
 (magnetlib.metrics).
 
-    python -m experiments.traces [--quick] [--rate 20mbit] [--duration 65]
+    python -m magnet.experiments.traces [--quick] [--rate 20mbit] [--duration 65]
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import pandas as pd
 import magnetlib
 from magnetlib import metrics, synth
 from magnetlib.format import Event
-from replay.report import plot_modulation
+from magnet.replay.report import plot_modulation
 
 from . import common, live
 

@@ -1,8 +1,8 @@
 """One end of a replayed TCP connection, or a relay between two: a process of its own.
 
-    python -m replay.endpoint acceptor --listen 10.201.1.2:0 --side b.npz --record b-rec.npz
-    python -m replay.endpoint initiator --connect 10.201.1.2:PORT --side a.npz --record a-rec.npz
-    python -m replay.endpoint relay --listen 10.201.2.1:0 --connect 10.201.2.2:PORT --record r.npz
+    python -m magnet.replay.endpoint acceptor --listen 10.201.1.2:0 --side b.npz --record b-rec.npz
+    python -m magnet.replay.endpoint initiator --connect 10.201.1.2:PORT --side a.npz --record a-rec.npz
+    python -m magnet.replay.endpoint relay --listen 10.201.2.1:0 --connect 10.201.2.2:PORT --record r.npz
 
 acceptor and relay print `ready PORT` once listening.  Every role prints one
 JSON line at the end: its socket cookies (SO_COOKIE, the capture's ids), bytes
@@ -293,7 +293,7 @@ def run_relay(args) -> dict:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m replay.endpoint", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m magnet.replay.endpoint", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("role", choices=["initiator", "acceptor", "relay"])
     p.add_argument("--listen", metavar="ADDR:PORT")

@@ -17,7 +17,7 @@ Ctrl-C) deletes the namespaces, which takes their veths and qdiscs with them;
 a guard process deletes them if this process is killed outright; and
 `sweep(prefix)` / `sweep_stale(family)` remove what an earlier run left.
 
-    python -m replay.netns sweep PREFIX     # remove a prefix's namespaces by hand
+    python -m magnet.replay.netns sweep PREFIX     # remove a prefix's namespaces by hand
 """
 from __future__ import annotations
 
@@ -308,7 +308,7 @@ def sweep(prefix: str) -> list[str]:
 
 
 def _sweep_cgroups(prefix: str) -> list[str]:
-    from magnetlib import capture
+    from magnet import capture
     try:
         parent = capture.cgroup2_root() / capture.CGROUP_PARENT
     except capture.CaptureError:
@@ -330,7 +330,7 @@ def _sweep_cgroups(prefix: str) -> list[str]:
 def sweep_stale(family: str) -> list[str]:
     """Sweep the prefixes FAMILY<pid> whose process <pid> no longer runs (namespaces
     FAMILY<pid>-n<k>, cgroups magnet/FAMILY<pid>-*): what killed runs left behind."""
-    from magnetlib import capture
+    from magnet import capture
     pattern = re.compile(rf"({re.escape(family)}(\d+))-")
     try:
         cgroups = [p.name for p in (capture.cgroup2_root() / capture.CGROUP_PARENT).glob(f"{family}*")]
@@ -351,9 +351,8 @@ class Guard:
     """
 
     def __init__(self, prefix: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "replay.netns", "guard", prefix],
-                                     stdin=subprocess.PIPE, text=True, start_new_session=True,
-                                     cwd=Path(__file__).resolve().parent.parent)
+        self.proc = subprocess.Popen([sys.executable, "-m", "magnet.replay.netns", "guard", prefix],
+                                     stdin=subprocess.PIPE, text=True, start_new_session=True)
 
     def close(self) -> None:
         """We cleaned up ourselves: the guard exits without doing anything."""
@@ -398,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in sweep(args[1]):
             print(f"removed {name}")
         return 0
-    print("usage: python -m replay.netns sweep PREFIX", file=sys.stderr)
+    print("usage: python -m magnet.replay.netns sweep PREFIX", file=sys.stderr)
     return 2
 
 

@@ -1,6 +1,6 @@
 """Build and run the ns-3 side of magnet (ns3-app/) against ns-3 from PyPI.
 
-    from replay import ns3
+    from magnet.replay import ns3
     programs = ns3.build()            # compiled once, cached by a hash of sources, flags, ns-3
     run = ns3.run_chain("demand.magnet", "out", ns3.ChainParams(stacks=4))
     run.summary["stacks"][0]["bytes_received"]
@@ -10,13 +10,11 @@ Python bindings are not needed).  MAGNET_NS3_ROOT points at another ns-3
 install tree (include/, lib64/ or lib/); MAGNET_NS3_BUILD moves the build cache
 (default ~/.cache/magnet/ns3).
 
-    python -m replay.ns3 build        # build now (make test does), print where
-    python -m replay.ns3 test         # build, then run the ns-3 TestSuite
+    python -m magnet.replay.ns3 build        # build now (make test does), print where
+    python -m magnet.replay.ns3 test         # build, then run the ns-3 TestSuite
 """
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import importlib.util
 import json
 import os
@@ -24,17 +22,16 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from magnet import capture, ns3app
+from magnetlib import buildcache
 from magnetlib.errors import TraceError
 
-REPO = Path(__file__).resolve().parent.parent
-APP_DIR = REPO / "ns3-app"
-FORMAT_HEADER_DIR = REPO / "capture"
+APP_DIR = Path(ns3app.__file__).resolve().parent            # ns3-app/ in a checkout
+FORMAT_HEADER_DIR = Path(capture.__file__).resolve().parent  # capture/magnet_format.h
 INSTALL_HINT = "pip install --no-deps ns3"
 CXXFLAGS = ["-std=c++20", "-O2", "-g0", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 NS3_MODULES = ["point-to-point", "applications", "internet", "network", "core",
@@ -101,12 +98,10 @@ class Programs:
         return self.path("magnet-chain")
 
 
-def _sources() -> dict[str, Path]:
+def _sources() -> list[tuple[str, Path]]:
     """Every file the programs are built from, by a name independent of where the tree is."""
-    files = {f"ns3-app/{p.relative_to(APP_DIR)}": p for p in sorted(APP_DIR.rglob("*"))
-             if p.suffix in (".cc", ".h")}
-    files["capture/magnet_format.h"] = FORMAT_HEADER_DIR / "magnet_format.h"
-    return files
+    return ([(f"ns3-app/{name}", path) for name, path in buildcache.tree(APP_DIR, (".cc", ".h"))]
+            + [("capture/magnet_format.h", FORMAT_HEADER_DIR / "magnet_format.h")])
 
 
 def _flags(ns3: Ns3Install) -> list[str]:
@@ -122,69 +117,41 @@ def _link_flags(ns3: Ns3Install) -> list[str]:
 
 def build_key(ns3: Ns3Install, cxx: str) -> str:
     """A hash of everything the programs depend on: sources, flags, compiler, ns-3."""
-    h = hashlib.sha256()
-    for name, path in _sources().items():
-        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
-    for part in (*_flags(ns3), *_link_flags(ns3), cxx, version, str(ns3.root), ns3.version):
-        h.update(part.encode() + b"\0")
-    return h.hexdigest()[:16]
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("MAGNET_NS3_BUILD")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(xdg) / "magnet" / "ns3"
+    return buildcache.key(_sources(), [*_flags(ns3), *_link_flags(ns3), cxx, version, str(ns3.root),
+                                       ns3.version])
 
 
 def build(force: bool = False, quiet: bool = False) -> Programs:
-    """The compiled programs, building them if their sources, flags or ns-3 changed."""
+    """The compiled programs, building them if their sources, flags or ns-3 changed
+    (into $MAGNET_NS3_BUILD, default the per-user cache's ns3/)."""
     ns3, cxx = find_ns3(), _compiler()
-    target = cache_dir() / build_key(ns3, cxx)
-    if not force and (target / ".complete").exists():
-        return Programs(target, ns3, 0.0)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f"{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)          # parallel runs build once
-        if not force and (target / ".complete").exists():
-            return Programs(target, ns3, 0.0)
-        if not quiet:
-            print(f"building ns3-app against ns-3 {ns3.version} (cached in {target}) ...",
-                  file=sys.stderr, flush=True)
-        start = time.perf_counter()
-        _compile_all(ns3, cxx, target)
-        seconds = time.perf_counter() - start
-        if not quiet:
-            print(f"built in {seconds:.1f} s", file=sys.stderr)
+    digest = build_key(ns3, cxx)
+    base = Path(os.environ["MAGNET_NS3_BUILD"]) if os.environ.get("MAGNET_NS3_BUILD") else None
+    if force:
+        shutil.rmtree((base or buildcache.root() / "ns3") / digest, ignore_errors=True)
+    target, seconds = buildcache.build("ns3", digest, lambda work: _compile_all(ns3, cxx, work),
+                                       base=base, quiet=quiet, label=f"ns3-app against ns-3 {ns3.version}")
     return Programs(target, ns3, seconds)
 
 
-def _compile_all(ns3: Ns3Install, cxx: str, target: Path) -> None:
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        (work / "obj").mkdir()
-        (work / "bin").mkdir()
-        library = [p for d in LIBRARY_DIRS for p in sorted((APP_DIR / d).glob("*.cc"))]
-        mains = {name: APP_DIR / src for name, src in PROGRAMS.items()}
-        units = library + list(mains.values())
-        objects = {src: work / "obj" / (src.stem + ".o") for src in units}
-        flags = _flags(ns3)
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            jobs = [pool.submit(_run_compiler, [cxx, *flags, "-c", str(src), "-o", str(obj)], src)
-                    for src, obj in objects.items()]
-            for job in jobs:
-                job.result()
-        for name, src in mains.items():
-            inputs = [str(objects[s]) for s in library] + [str(objects[src])]
-            _run_compiler([cxx, *inputs, "-o", str(work / "bin" / name), *_link_flags(ns3)], src)
-        (work / ".complete").write_text(f"ns-3 {ns3.version} at {ns3.root}\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(work, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+def _compile_all(ns3: Ns3Install, cxx: str, work: Path) -> None:
+    (work / "obj").mkdir()
+    (work / "bin").mkdir()
+    library = [p for d in LIBRARY_DIRS for p in sorted((APP_DIR / d).glob("*.cc"))]
+    mains = {name: APP_DIR / src for name, src in PROGRAMS.items()}
+    units = library + list(mains.values())
+    objects = {src: work / "obj" / (src.stem + ".o") for src in units}
+    flags = _flags(ns3)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        jobs = [pool.submit(_run_compiler, [cxx, *flags, "-c", str(src), "-o", str(obj)], src)
+                for src, obj in objects.items()]
+        for job in jobs:
+            job.result()
+    for name, src in mains.items():
+        inputs = [str(objects[s]) for s in library] + [str(objects[src])]
+        _run_compiler([cxx, *inputs, "-o", str(work / "bin" / name), *_link_flags(ns3)], src)
+    (work / "ns-3").write_text(f"ns-3 {ns3.version} at {ns3.root}\n")
 
 
 def _run_compiler(command: list[str], source: Path) -> None:
@@ -192,7 +159,7 @@ def _run_compiler(command: list[str], source: Path) -> None:
     if proc.returncode != 0:
         errors = [line for line in proc.stderr.splitlines() if "error" in line]
         first = (errors or proc.stderr.splitlines() or ["(no output)"])[0]
-        raise Ns3Error(os.path.relpath(source, REPO), f"build failed: {first.strip()}")
+        raise Ns3Error(f"ns3-app/{source.relative_to(APP_DIR)}", f"build failed: {first.strip()}")
 
 
 # ------------------------------------------------------------ parameters ---
@@ -314,7 +281,7 @@ def run_tests(programs: Programs | None = None, *args: str) -> subprocess.Comple
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m replay.ns3", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m magnet.replay.ns3", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("action", choices=["build", "test"])
     ap.add_argument("--force", action="store_true", help="rebuild even if cached")

@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from magnetlib import capture, metrics
+from magnet import capture
+from magnetlib import metrics
 from magnetlib.demand import RECV, SEND, Demand
 from magnetlib.errors import TraceError
 
@@ -225,7 +226,7 @@ class Lab:
 
     # -- workers
     def start(self, ns: str | None, role: str, args: list[str], session) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "replay.endpoint", role, *args, *self.params.endpoint_args()]
+        cmd = [sys.executable, "-m", "magnet.replay.endpoint", role, *args, *self.params.endpoint_args()]
 
         def preexec():
             wire._die_with_parent(signal.SIGKILL)

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 import magnetlib
-from magnetlib import capture, pcap
+from magnet import capture
+from magnetlib import pcap
 from magnetlib import demand as demand_mod
 from magnetlib.format import Clock, Event
 

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import magnetlib
-from magnetlib import capture
+from magnet import capture
 from magnetlib.format import Event as E
-from replay import netns
+from magnet.replay import netns
 
 from .conftest import require, require_root, require_tool, run_magnet
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import magnetlib
-from magnetlib import capture
+from magnet import capture
 from magnetlib.format import Event as E
 
 from .conftest import BIN, assert_clean_error, require, require_tool

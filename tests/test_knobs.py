@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetlib import knobs
-from replay import scenario
+from magnet.replay import scenario
 
 
 @pytest.mark.parametrize("text", ["20Mbps", "20mbit", "20e6", "20M", "20 Mbit/s", "20000000", "0.02Gbps"])

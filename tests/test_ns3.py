@@ -16,8 +16,8 @@ import magnetlib
 from magnetlib import demand as demand_mod
 from magnetlib import synth
 from magnetlib.format import Clock, Event
-from replay import ns3, report
-from replay.ns3 import ChainParams
+from magnet.replay import ns3, report
+from magnet.replay.ns3 import ChainParams
 
 from .conftest import assert_clean_error, require, require_tool, run_magnet
 

@@ -13,7 +13,7 @@ import pytest
 import magnetlib
 from magnetlib import pcap
 from magnetlib.format import Clock, Event, ExtValid
-from replay import netns
+from magnet.replay import netns
 
 from .conftest import require_root, require_tool
 

@@ -20,7 +20,7 @@ import pytest
 import magnetlib
 from magnetlib.demand import RECV, SEND, Demand
 from magnetlib.format import Event
-from replay import fidelity, netns, tcp, wire
+from magnet.replay import fidelity, netns, tcp, wire
 
 from .conftest import BIN, assert_clean_error, require, require_root, require_tool, run_magnet
 

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pandas as pd
 
-from experiments import multistack
+from magnet.experiments import multistack
 from magnetlib import demand as demand_mod
-from replay import netns, wire
+from magnet.replay import netns, wire
 
 from .conftest import REPO, require, require_root, run_magnet
 
@@ -68,7 +68,7 @@ def test_multistack_quick_every_engine(tmp_path):
 def test_multistack_says_what_it_skips(tmp_path):
     require_ns3()
     out = tmp_path / "ns3-only"
-    proc = subprocess.run([sys.executable, "-m", "experiments.multistack", "--quick", "--runs", "2",
+    proc = subprocess.run([sys.executable, "-m", "magnet.experiments.multistack", "--quick", "--runs", "2",
                            "--engines", "ns-3", "--cases", "paper", "--out", str(out)],
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -87,7 +87,7 @@ def test_demo_quick(tmp_path):
     require_ns3()
     require_bpf()
     out = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "experiments.demo", "--quick", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "magnet.experiments.demo", "--quick", "--out", str(out)],
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout

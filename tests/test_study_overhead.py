@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from experiments import bench_capture as bench
+from magnet.experiments import bench_capture as bench
 
 from .capture_study import run_quick
 

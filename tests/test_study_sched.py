@@ -9,7 +9,7 @@ import pytest
 
 import magnetlib
 from magnetlib.format import Event
-from experiments.sched import switch_durations
+from magnet.experiments.sched import switch_durations
 
 from .capture_study import run_quick
 

@@ -11,7 +11,7 @@ import pytest
 
 import magnetlib
 from magnetlib.format import Event
-from replay import wire
+from magnet.replay import wire
 
 from .conftest import BIN, assert_clean_error, require, require_root, run_magnet, unprivileged
 

@@ -1,34 +1,50 @@
-"""The `magnet` command: one command, subcommands registered by the modules below."""
+"""The `magnet` command: one command, its subcommands registered by every layer.
+
+The library does not import the layers above it (capture, replay, experiments):
+each layer names a register(subparsers) function in the `magnet.commands`
+entry-point group (setup.cfg), and the parsers it adds set `func` to a
+function(args) -> int.
+"""
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
+from importlib.metadata import entry_points
 
 from ..errors import TraceError
 
-# Each module has register(subparsers); its parsers set `func` to a function(args) -> int.
-COMMAND_MODULES = [
-    "magnetlib.cli.trace_cmds",
-    "magnetlib.cli.pcap_cmds",
-    "magnetlib.cli.replay_cmds",
-    "magnetlib.cli.library_cmds",
-    "magnetlib.cli.capture_cmds",
-    "magnetlib.cli.experiment_cmds",
-]
+COMMAND_GROUP = "magnet.commands"
+# Optional dependencies, by the extra (setup.cfg) that installs them.
+EXTRAS = {"pyarrow": "parquet", "duckdb": "library", "dask": "library", "distributed": "library"}
+# The order of the subcommands in --help: the library's, then the layers upward.
+ORDER = ["trace", "pcap", "library", "capture", "replay", "experiment"]
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (and exit status 2)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def registrations() -> list:
+    """The register functions of every installed layer, lowest layer first."""
+    found = sorted(entry_points(group=COMMAND_GROUP),
+                   key=lambda ep: (ORDER.index(ep.name) if ep.name in ORDER else len(ORDER), ep.name))
+    return [ep.load() for ep in found]
 
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="magnet",
         description="Capture what applications ask of the network, measure how the stack "
                     "modulates it, and replay it.")
     parser.add_argument("--version", action="version", version=f"magnet {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for register in registrations():
+        register(sub)
     return parser
 
 
@@ -49,6 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
         print(f"magnet: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        extra = EXTRAS.get((e.name or "").split(".")[0])
+        if extra is None:
+            raise
+        extra = "library" if args.command == "library" else extra
+        print(f"magnet: this command needs {e.name}: pip install 'magnet[{extra}]'", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("magnet: interrupted", file=sys.stderr)

@@ -4,14 +4,14 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from ..errors import TraceError
+from magnetlib.errors import TraceError
 
 
 def register(sub) -> None:
-    from experiments.common import STUDIES
+    from .common import STUDIES
     p = sub.add_parser("experiment", help="reproduce one of the papers' studies",
                        description="Run a study of the MAGNeT papers on this machine; its results "
-                                   "land in experiments/results/NAME/ (see experiments/README.md). "
+                                   "land in --out DIR, by default ./magnet-results/NAME/ (see experiments/README.md). "
                                    "Options after NAME go to the study (NAME --help lists them).")
     p.add_argument("study", choices=STUDIES, metavar="NAME", help=", ".join(STUDIES))
     p.add_argument("options", nargs=argparse.REMAINDER, help="the study's own options")
@@ -20,7 +20,7 @@ def register(sub) -> None:
 
 def cmd_experiment(args) -> int:
     try:
-        module = importlib.import_module(f"experiments.{args.study}")
+        module = importlib.import_module(f"magnet.experiments.{args.study}")
     except ModuleNotFoundError as e:
         raise TraceError(f"experiments/{args.study}.py", f"not available ({e})") from None
     return module.main(args.options)

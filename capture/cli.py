@@ -8,10 +8,12 @@ import subprocess
 import time
 from datetime import datetime
 
-from .. import capture, ship
-from ..format import Event
-from ..trace import Trace
-from .common import human_bytes, warn
+from magnetlib import ship
+from magnetlib.cli.common import human_bytes, warn
+from magnetlib.format import Event
+from magnetlib.trace import Trace
+
+from . import session as capture
 
 # Sockets still closing when the command exits (FIN, TIME_WAIT ACKs) get this long.
 LINGER_S = 0.2

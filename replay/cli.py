@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import TraceError
-from .common import parse_sockid
+from magnetlib.cli.common import parse_sockid
+from magnetlib.errors import TraceError
 
 
 def register(sub) -> None:
@@ -54,7 +54,7 @@ def _onoff(text: str) -> bool:
 
 def sweep_keys():
     """--sweep KEY -> (ChainParams field, converter)."""
-    from replay.ns3 import ns3_queue, ns3_rate, ns3_time
+    from .ns3 import ns3_queue, ns3_rate, ns3_time
     return {"rate": ("rate", ns3_rate), "delay": ("delay", ns3_time), "queue": ("queue", ns3_queue),
             "tcp": ("tcp", str), "mss": ("mss", int), "stacks": ("stacks", int),
             "loss": ("loss", float), "sndbuf": ("sndbuf", int), "rcvbuf": ("rcvbuf", int),
@@ -62,7 +62,7 @@ def sweep_keys():
 
 
 def register_ns3(replayers) -> None:
-    from replay.ns3 import ChainParams, ns3_queue, ns3_rate, ns3_time
+    from .ns3 import ChainParams, ns3_queue, ns3_rate, ns3_time
     d = ChainParams()
     p = replayers.add_parser(
         "ns3", help="through N simulated TCP stacks in sequence (ns-3), the paper's Table II",
@@ -99,7 +99,7 @@ def register_ns3(replayers) -> None:
 
 
 def _params(args):
-    from replay.ns3 import ChainParams
+    from .ns3 import ChainParams
     return ChainParams(stacks=args.stacks, rate=args.rate, delay=args.delay, queue=args.queue,
                        mss=args.mss, tcp=args.tcp, sndbuf=args.sndbuf, rcvbuf=args.rcvbuf,
                        loss=args.loss, nagle=args.nagle, live=args.live,
@@ -108,7 +108,7 @@ def _params(args):
 
 
 def cmd_replay_ns3(args) -> int:
-    from replay import inputs, ns3, sweep
+    from . import inputs, ns3, sweep
     combos = [{}]
     if args.sweep:
         keys = sweep_keys()
@@ -132,7 +132,7 @@ def cmd_replay_ns3(args) -> int:
 
 
 def _single_run(demand_path, out: Path, params, programs, plots: bool) -> int:
-    from replay import ns3, report
+    from . import ns3, report
     run = ns3.run_chain(demand_path, out, params, programs=programs)
     print(run.output, end="")
     series = report.chain_series(demand_path, run.traces)
@@ -156,7 +156,7 @@ def _print_notes(summary: dict) -> None:
 
 def _sweep_task(task) -> dict:
     """One sweep run in a worker process; errors come back as text (they do not pickle)."""
-    from replay import ns3, report
+    from . import ns3, report
     demand_path, out_dir, params, programs, plots = task
     try:
         run = ns3.run_chain(demand_path, out_dir, params, programs=programs)
@@ -174,7 +174,7 @@ SWEEP_COLUMNS = ["stack", "events", "mean_size", "mean_spacing_s", "cv_spacing",
 def _sweep_summary(combos: list[dict], results: list[dict], out: Path) -> int:
     import pandas as pd
 
-    from replay import report, sweep
+    from . import report, sweep
     frames, failed = [], []
     for combo, result in zip(combos, results):
         if "error" in result:
@@ -199,7 +199,7 @@ def _sweep_summary(combos: list[dict], results: list[dict], out: Path) -> int:
 # ------------------------------------------------------------------- tcp ---
 def _tc_rate(text: str) -> str | None:
     """--rate as ns-3's (20e6, 20Mbps) or "none", in tc's syntax (20mbit)."""
-    from replay.ns3 import ns3_rate
+    from .ns3 import ns3_rate
     if text.lower() in ("none", "0"):
         return None
     value = ns3_rate(text)[:-3]                         # "20M", "1G", "500k", "1234"
@@ -209,7 +209,7 @@ def _tc_rate(text: str) -> str | None:
 
 def _tc_time(text: str) -> str | None:
     """--delay as ns-3's (0.03, 30ms) or "none", in tc's syntax (30ms, 500us)."""
-    from replay.ns3 import ns3_time
+    from .ns3 import ns3_time
     if text.lower() in ("none", "0"):
         return None
     value = ns3_time(text)                              # e.g. "30ms", "500us", "1s", "250ns"
@@ -219,7 +219,7 @@ def _tc_time(text: str) -> str | None:
 
 
 def register_tcp(replayers) -> None:
-    from replay.tcp import CAPTURES, MODES
+    from .tcp import CAPTURES, MODES
     p = replayers.add_parser(
         "tcp", help="through N real Linux TCP stacks (network namespaces, or loopback)",
         description="Replay DEMAND into real TCP connections, each across its own veth pair between "
@@ -264,7 +264,7 @@ def register_tcp(replayers) -> None:
 def cmd_replay_tcp(args) -> int:
     import signal
 
-    from replay import inputs, tcp
+    from . import inputs, tcp
     try:
         params = tcp.TcpParams(stacks=args.stacks, mode=args.mode, rate=args.rate, delay=args.delay,
                                queue=args.queue, shaper=args.shaper, loopback=args.loopback,
@@ -318,7 +318,7 @@ def _pinning(params) -> str:
 
 
 def _report_tcp(run, plots: bool) -> None:
-    from replay import fidelity, report
+    from . import fidelity, report
     out = run.out_dir
     tables = [("send", "table.csv")] + ([("recv", "table-response.csv")] if len(run.app["recv"]) else [])
     files = []

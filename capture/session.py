@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-CAPTURE_SRC = REPO / "capture"
-BUILT = CAPTURE_SRC / "build" / "magnet-read"
+from magnetlib import buildcache
+
+SOURCE = Path(__file__).resolve().parent      # capture/: the C sources and their Makefile
 STATUS_DIR = "/run/magnet"
 CGROUP_PARENT = "magnet"
 
@@ -30,27 +30,35 @@ class CaptureError(Exception):
 
 # ----------------------------------------------------------------- binary ---
 def find_magnet_read(build: bool = True) -> Path:
-    """magnet-read: $MAGNET_READ, the repository's build, then PATH; built with
-    `make -C capture` when only the sources are there."""
+    """magnet-read: $MAGNET_READ, else built from the sources shipped with magnet into
+    the per-user cache (magnetlib.buildcache), else one on PATH (`make install`)."""
     if os.environ.get("MAGNET_READ"):
         given = Path(os.environ["MAGNET_READ"])
         if not os.access(given, os.X_OK):
             raise CaptureError(f"MAGNET_READ={given}: not an executable file")
         return given
-    if build and (CAPTURE_SRC / "Makefile").exists():
-        try:
-            proc = subprocess.run(["make", "-s", "-C", str(CAPTURE_SRC)], capture_output=True, text=True)
-        except OSError as e:
-            raise CaptureError(f"building magnet-read failed: {e.strerror}: {e.filename}") from None
-        if proc.returncode != 0:
-            lines = (proc.stderr or proc.stdout).strip().splitlines() or ["make failed"]
-            raise CaptureError(f"building magnet-read failed: {lines[-1]}")
-    if BUILT.exists():
-        return BUILT
+    if build and (SOURCE / "Makefile").exists():
+        return build_magnet_read() / "magnet-read"
     found = shutil.which("magnet-read")
     if found:
         return Path(found)
-    raise CaptureError("magnet-read not found (build it with `make -C capture`)")
+    raise CaptureError("magnet-read not found: its sources are not installed with this magnet "
+                       "and none is on PATH")
+
+
+def build_magnet_read(quiet: bool = True) -> Path:
+    """The directory of magnet-read built from SOURCE (once per version of the sources)."""
+    files = buildcache.tree(SOURCE, (".c", ".h"), ("Makefile",), recursive=False)
+    if not shutil.which("make"):
+        raise CaptureError("building magnet-read needs make (Debian: apt-get install make)")
+
+    def make(out: Path) -> None:
+        proc = subprocess.run(["make", "-s", "-C", str(SOURCE), f"OUTPUT={out}"],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            lines = (proc.stderr or proc.stdout).strip().splitlines() or ["make failed"]
+            raise CaptureError(f"building magnet-read failed: {lines[-1].removeprefix('capture: ')}")
+    return buildcache.build("capture", buildcache.key(files), make, quiet=quiet, label="magnet-read")[0]
 
 
 # ---------------------------------------------------------------- cgroups ---
