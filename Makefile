@@ -112,3 +112,8 @@ bench-capture: setup capture
 .PHONY: bench-replay
 bench-replay: setup capture
 	$(PY) -m magnet.experiments.bench_replay
+
+# magnet as a user installs it: a wheel from a copy of the checkout, a fresh venv, every command from /tmp.
+.PHONY: install-check
+install-check: setup capture
+	$(PY) -m tests.install_check
