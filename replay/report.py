@@ -76,6 +76,20 @@ def format_table(table) -> str:
     return shown.to_string(index=False, formatters=formats, na_rep="-")
 
 
+# CSV headings with their units; the rest are counts, ratios or already say their unit.
+CSV_UNITS = {"bytes": "bytes", "mean_size": "mean_size_bytes", "p50_size": "p50_size_bytes",
+             "p5_size": "p5_size_bytes", "p95_size": "p95_size_bytes"}
+
+
+def csv_frame(table):
+    """Table II for a CSV: the stack's number first (0: the application), every other
+    column numeric with its unit in the heading."""
+    out = table.rename(columns=CSV_UNITS)
+    if "k" not in out:
+        out.insert(0, "k", range(len(out)))
+    return out.rename(columns={"stack": "label"})
+
+
 def write_csv(table, path: str | os.PathLike) -> Path:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -91,32 +105,68 @@ def _pyplot():
     return plt
 
 
+ROUND_BINS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 300)
+
+
+def round_bin(span_s: float, bins: int = 20) -> float:
+    """The largest round bin width that still cuts `span_s` into at least `bins` bins."""
+    fitting = [b for b in ROUND_BINS_S if span_s / b >= bins]
+    return fitting[-1] if fitting else ROUND_BINS_S[0]
+
+
 def plot_bandwidth(series: list[Series], path: str | os.PathLike, bin_s: float | None = None) -> Path:
-    """Fig. 9 style: bandwidth of each series over time, in bins (default 1 s, or 1/20 of the run)."""
+    """Fig. 9 style: bandwidth of each series over time, one panel per series on a
+    shared scale (identical stacks would hide each other on one axes), in round bins,
+    each with its mean over the series' span."""
     plt = _pyplot()
     start = min(int(ns[0]) for _, ns, _ in series if len(ns))
     end = max(int(ns[-1]) for _, ns, _ in series if len(ns))
     span_s = max((end - start) / 1e9, 1e-3)
-    bin_s = bin_s or min(1.0, span_s / 20)
+    bin_s = bin_s or round_bin(span_s)
     edges = np.arange(0, span_s + bin_s, bin_s)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for label, ns, size in series:
-        bytes_per_bin, _ = np.histogram((ns - start) / 1e9, bins=edges, weights=size)
-        ax.step(edges[:-1], bytes_per_bin * 8 / bin_s / 1e6, where="post", label=label)
-    ax.set_xlabel("time, s")
-    ax.set_ylabel(f"bandwidth, Mb/s ({bin_s:g} s bins)")
-    ax.set_ylim(bottom=0)
-    ax.set_title("Effect of multiple TCP stacks")
-    ax.legend()
+    fig, axes = plt.subplots(len(series), 1, figsize=(8, 1.2 + 1.3 * len(series)), sharex=True,
+                             sharey=True, squeeze=False)
+    for i, (ax, (label, ns, size)) in enumerate(zip(axes[:, 0], series)):
+        per_bin, _ = np.histogram((ns - start) / 1e9, bins=edges, weights=size)
+        mbps = per_bin * 8 / bin_s / 1e6
+        ax.fill_between(edges[:-1], mbps, step="post", alpha=0.35, color=f"C{i}")
+        ax.step(edges[:-1], mbps, where="post", color=f"C{i}", linewidth=1)
+        mean = size.sum() * 8 / max((ns[-1] - ns[0]) / 1e9, bin_s) / 1e6 if len(ns) > 1 else 0.0
+        ax.axhline(mean, color="k", linestyle="--", linewidth=0.8)
+        ax.set_title(f"{label}: {mean:.3g} Mb/s over its span (dashed)", fontsize=9, loc="left")
+        ax.set_ylabel("Mb/s")
+        ax.set_ylim(bottom=0)
+    axes[-1, 0].set_xlabel(f"time, s (bins of {bin_s:g} s)")
+    axes[-1, 0].set_xlim(0, edges[-1])
+    fig.suptitle("Effect of multiple TCP stacks: bandwidth of each (Fig. 9 style)", fontsize=11)
     return _save(fig, plt, path)
+
+
+def stacked(ns: np.ndarray, size: np.ndarray, width_ns: float):
+    """(x, base, rank) to draw events as bars: an event less than `width_ns` (one
+    pixel) after the previous one shares its x and is stacked on it; rank is its
+    place in its stack (0: the bottom one)."""
+    order = np.argsort(ns, kind="stable")
+    ns, size = ns[order], size[order]
+    first = np.r_[True, np.diff(ns) >= width_ns][:len(ns)]
+    ends = np.cumsum(size)
+    base = ends - size - np.maximum.accumulate(np.where(first, ends - size, 0))
+    x = np.maximum.accumulate(np.where(first, ns, 0))
+    index = np.arange(len(ns))
+    rank = index - np.maximum.accumulate(np.where(first, index, 0))
+    inverse = np.empty_like(order)
+    inverse[order] = index
+    return x[inverse], base[inverse], rank[inverse]
 
 
 def plot_modulation(series: list[Series], path: str | os.PathLike, at_s: float | None = None,
                     window_s: float = 1.0) -> Path:
     """Fig. 8 style: one second of application writes and of each stack's wire segments.
 
-    The window starts `at_s` after the first write (default: one minute in, as in
-    the paper, or the middle of a shorter run).
+    Every event is drawn: events within one pixel of each other (a write's
+    segments leave in a burst) are stacked, in alternating shades.  The window
+    starts `at_s` after the first write (default: one minute in, as in the paper,
+    or the middle of a shorter run).
     """
     plt = _pyplot()
     start = int(series[0][1][0])
@@ -126,13 +176,20 @@ def plot_modulation(series: list[Series], path: str | os.PathLike, at_s: float |
     lo, hi = start + int(at_s * 1e9), start + int((at_s + window_s) * 1e9)
     fig, axes = plt.subplots(len(series), 1, figsize=(8, 1.6 + 1.4 * len(series)), sharex=True,
                              squeeze=False)
+    pixel_ns = window_s * 1e9 / 800
     for ax, (label, ns, size) in zip(axes[:, 0], series):
         keep = (ns >= lo) & (ns < hi)
-        t = (ns[keep] - lo) / 1e9 + at_s
-        ax.vlines(t, 0, size[keep], linewidth=1)
-        ax.plot(t, size[keep], ".", markersize=3)
+        x, base, rank = stacked(ns[keep], size[keep], pixel_ns)
+        t = (x - lo) / 1e9 + at_s
+        shade = rank % 2
+        for parity, colour in ((0, "C0"), (1, "C1")):
+            pick = shade == parity
+            ax.vlines(t[pick], base[pick], base[pick] + size[keep][pick], colors=colour, linewidth=1.5)
+        instants = len(np.unique(x))
         ax.set_ylabel("bytes")
-        ax.set_title(f"{label}: {int(keep.sum())} events", fontsize=9, loc="left")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{label}: {int(keep.sum())} events at {instants} instants "
+                     "(simultaneous ones stacked)", fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("time since the first write, s")
     axes[-1, 0].set_xlim(at_s, at_s + window_s)
     return _save(fig, plt, path)
@@ -152,7 +209,7 @@ def write_report(series: list[Series], out_dir: str | os.PathLike, plots: bool =
     """Table II as CSV (table.csv) and the two plots; returns (table, [files written])."""
     out = Path(out_dir)
     table = stack_table(series)
-    files = [write_csv(table, out / "table.csv")]
+    files = [write_csv(csv_frame(table), out / "table.csv")]
     if plots:
         files.append(plot_bandwidth(series, out / "bandwidth.png"))
         files.append(plot_modulation(series, out / "modulation.png"))

@@ -171,8 +171,9 @@ def test_cli_prints_table_ii_and_writes_csv_and_plots(programs, tmp_path):
         assert label in text, text
     with open(out / "table.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [r["stack"] for r in rows] == ["Application", "1st TCP stack", "2nd TCP stack"]
-    assert float(rows[0]["mean_size"]) == 3284
+    assert [r["label"] for r in rows] == ["Application", "1st TCP stack", "2nd TCP stack"]
+    assert [r["k"] for r in rows] == ["0", "1", "2"]
+    assert float(rows[0]["mean_size_bytes"]) == 3284
     for name in ("bandwidth.png", "modulation.png", "stack-1.magnet", "stack-2.magnet",
                  "demand.magnet", "summary.json"):
         assert (out / name).stat().st_size > 0, name

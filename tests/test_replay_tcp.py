@@ -48,7 +48,7 @@ def netem_here(tmp_path) -> bool:
 
 
 def table_rows(out) -> list[str]:
-    return pd.read_csv(out / "table.csv")["stack"].tolist()
+    return pd.read_csv(out / "table.csv")["label"].tolist()
 
 
 @pytest.fixture
