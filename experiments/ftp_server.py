@@ -1,0 +1,151 @@
+"""A real FTP server nobody here wrote, captured live: Debian's vsftpd sends a file
+to curl across a veth pair between two network namespaces, and `magnet capture`
+records the server (its sendfile() calls are its writes).  The data
+connection's SOCK_SEND records are the demand a study replays.
+
+    python -m magnet.experiments.ftp_server --size 20MB --rate 20Mbps -o ftp.magnet
+
+Needs root, the BPF capture, vsftpd and curl (Debian: vsftpd curl).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import magnetlib
+from magnetlib import demand as demand_mod
+from magnetlib import knobs
+from magnetlib.demand import Demand
+from magnetlib.errors import TraceError
+
+VSFTPD = "/usr/sbin/vsftpd"
+CONFIG = """listen=YES
+listen_address={address}
+background=NO
+anonymous_enable=YES
+no_anon_password=YES
+anon_root={root}
+local_enable=NO
+write_enable=NO
+seccomp_sandbox=NO
+secure_chroot_dir={empty}
+pasv_enable=YES
+use_sendfile=YES
+xferlog_enable=NO
+"""
+
+
+def unavailable() -> str | None:
+    """Why the live FTP capture cannot run here (None: it can)."""
+    from magnet.replay import wire
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, the BPF capture)"
+    missing = [name for name, path in (("vsftpd", VSFTPD), ("curl", shutil.which("curl")))
+               if not path or not os.path.exists(path)]
+    if missing:
+        return f"needs {' and '.join(missing)} (Debian: apt-get install {' '.join(missing)})"
+    return wire.bpf_unavailable()
+
+
+def _magnet() -> list[str]:
+    beside = Path(sys.executable).parent / "magnet"
+    return [str(beside)] if beside.exists() else ["magnet"]
+
+
+def capture(trace: Path, size: int, rate_bps: int | None = None, timeout: float = 600) -> dict:
+    """Serve `size` random bytes to curl over one veth pair (shaped to `rate_bps` when
+    given) with the server under `magnet capture`; what curl reports."""
+    from magnet.replay import netns
+    prefix = f"mgft{os.getpid()}"
+    link = netns.Link(rate=f"{rate_bps}bit") if rate_bps else None      # shapes the left end: the server
+    with tempfile.TemporaryDirectory(prefix="magnet-ftp-") as scratch, \
+            netns.chain(prefix, 1, link, subnet="10.205") as topo:
+        hop = topo.hops[0]
+        root, empty = Path(scratch) / "root", Path(scratch) / "empty"
+        root.mkdir(mode=0o755)
+        empty.mkdir(mode=0o755)
+        os.chmod(scratch, 0o755)
+        with open(root / "file.bin", "wb") as f:
+            f.write(np.random.default_rng(1).integers(0, 256, size, np.uint8).tobytes())
+        config = Path(scratch) / f"vsftpd-{prefix}.conf"
+        config.write_text(CONFIG.format(address=hop.left_addr, root=root, empty=empty))
+        server = subprocess.Popen([*_magnet(), "capture", "-o", str(trace), "--cgroup-name",
+                                   f"{prefix}-ftp", "--", "ip", "netns", "exec", hop.left_ns,
+                                   VSFTPD, str(config)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            fetched = _fetch(topo, hop, timeout)
+        finally:
+            # Only vsftpd itself: `magnet capture`'s own command line names the config too.
+            subprocess.run(["pkill", "-TERM", "-f", f"^{VSFTPD} {config}"], capture_output=True)
+            out, err = server.communicate(timeout=60)
+        if server.returncode not in (0, 143, -15):
+            raise TraceError("magnet capture", (err.strip().splitlines() or ["failed"])[-1])
+    if fetched["bytes"] != size:
+        raise TraceError("curl", f"fetched {fetched['bytes']} of {size} bytes")
+    return fetched
+
+
+def _fetch(topo, hop, timeout: float) -> dict:
+    """curl the file from the client's namespace (the hop's right end) once the server listens."""
+    deadline = time.monotonic() + 10
+    while True:
+        proc = topo.run(hop.right_ns, "curl", "-s", "-o", "/dev/null", "-w",
+                        "%{size_download} %{time_total}", "--max-time", str(int(timeout)),
+                        f"ftp://{hop.left_addr}/file.bin", check=False)
+        if proc.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)                      # vsftpd not listening yet
+    if proc.returncode != 0:
+        raise TraceError("curl", f"exit {proc.returncode}: {proc.stderr.strip()}")
+    got, seconds = proc.stdout.split()
+    return {"bytes": int(got), "seconds": float(seconds)}
+
+
+def server_demand(trace: Path) -> Demand:
+    """The data connection's writes: the stream that sent the most bytes."""
+    with magnetlib.open(trace) as t:
+        t.check()
+        every = demand_mod.extract(t, None, "send", "sock")
+        if not len(every):
+            raise TraceError(str(trace), "no SOCK_SEND records: the server's writes were not captured")
+        streams, index = np.unique(every.sockid, return_inverse=True)
+        sid = int(streams[np.argmax(np.bincount(index, weights=every.size))])
+        demand = demand_mod.extract(t, sid, "send", "sock")
+    return Demand.from_arrays(demand.time_ns, demand.size)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m magnet.experiments.ftp_server", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", type=knobs.arg(knobs.positive_size), default="20MB", help="file size (default 20MB)")
+    p.add_argument("--rate", type=knobs.arg(knobs.optional_rate), default=None,
+                   help="shape the server's link, e.g. 20Mbps (default: unshaped)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="the capture (a magnet trace)")
+    args = p.parse_args(argv)
+    why = unavailable()
+    if why:
+        print(f"ftp_server: {why}", file=sys.stderr)
+        return 2
+    try:
+        fetched = capture(args.output, args.size, args.rate)
+        d = server_demand(args.output)
+    except TraceError as e:
+        print(f"ftp_server: {e}", file=sys.stderr)
+        return 2
+    print(f"curl fetched {fetched['bytes']} bytes in {fetched['seconds']:.2f} s; the server wrote "
+          f"{int(d.size.sum())} bytes in {len(d)} calls (mean {d.size.mean():.0f} B) over "
+          f"{d.duration_ns / 1e9:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
