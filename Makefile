@@ -30,7 +30,7 @@ define apt_ensure
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "setup: installing Debian packages:" $$missing; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing || exit 1; \
 	  else \
 	    echo "setup: missing Debian packages (not root, not installing):" $$missing >&2; \
 	    [ -z "$$CI" ] || exit 1; \
@@ -88,7 +88,7 @@ clean:
 # the per-user cache (python -m magnet.capture build). The tools for its tests
 # and benchmark come with it.
 APT_CAPTURE := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
-               iperf3 tcpdump ethtool iproute2
+               iperf3 tcpdump ethtool iproute2 vsftpd curl
 
 .PHONY: capture capture-deps bench-capture
 capture-deps:
