@@ -150,17 +150,31 @@ def replay(name: str, run, out: Path) -> list | None:
 
 
 def comparison(columns: dict[str, list]) -> pd.DataFrame:
-    """Table II: the paper's row, then each source's mean size / mean spacing / bandwidth change."""
+    """Table II, numeric: one row per (source, stack) with the paper's rows first
+    (source "paper"); units in the headings."""
     paper = multistack.paper_frame()
-    shown = pd.DataFrame({"Trial": paper["stack"],
-                          "paper": [f"{s:.0f} B {t:.3f} s" for s, t in
-                                    zip(paper["paper_size"], paper["paper_spacing_s"])]})
+    rows = [pd.DataFrame({"source": "paper", "k": paper["k"], "label": paper["stack"],
+                          "mean_size_bytes": paper["paper_size"],
+                          "mean_spacing_s": paper["paper_spacing_s"],
+                          "bandwidth_vs_app_pct": paper["paper_implied_vs_app_pct"]})]
     for name, series in columns.items():
         table = metrics.stack_table(series)
-        cells = [f"{r.mean_size:.0f} B {r.mean_spacing_s:.3f} s {r.bandwidth_vs_app_pct:+.1f}%"
-                 for r in table.itertuples()]
-        shown[name] = pd.Series(cells + ["-"] * (len(shown) - len(cells)))
-    return shown
+        rows.append(pd.DataFrame({"source": name, "k": range(len(table)), "label": table["stack"],
+                                  "mean_size_bytes": table["mean_size"],
+                                  "mean_spacing_s": table["mean_spacing_s"],
+                                  "throughput_bps": table["throughput_bps"],
+                                  "bandwidth_vs_app_pct": table["bandwidth_vs_app_pct"]}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The comparison as printed: one column per source, "size B / spacing s / change"."""
+    cells = table.apply(lambda r: f"{r.mean_size_bytes:.0f} B {r.mean_spacing_s:.3f} s"
+                        + ("" if r.source == "paper" else f" {r.bandwidth_vs_app_pct:+.1f}%"), axis=1)
+    wide = table.assign(cell=cells).pivot(index="k", columns="source", values="cell")
+    wide.insert(0, "Trial", table.drop_duplicates("k").set_index("k")["label"])
+    sources = list(dict.fromkeys(table["source"]))            # paper first, then as given
+    return wide[["Trial", *sources]].fillna("-").reset_index(drop=True).rename_axis(columns=None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,10 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"magnet demo: {e}", file=sys.stderr)
         return 2
     columns = {"captured": captured, "ns-3": ns3, "real TCP": real}
-    shown = comparison({k: v for k, v in columns.items() if v})
+    table = comparison({k: v for k, v in columns.items() if v})
     say("\nTable II (mean size, mean spacing, bandwidth vs the application; paper: ALS 2001):")
-    say(shown.to_string(index=False))
-    shown.to_csv(out / "table.csv", index=False)
+    say(shown(table).to_string(index=False))
+    table.to_csv(out / "table.csv", index=False)
     say(f"\n'captured' is the transfer's own first stack, as the capture saw its wire; "
         "the paper's bandwidth fell 76% after three stacks.\n"
         f"Figures (Fig. 9 style bandwidth.png, Fig. 8 style modulation.png) in {out}/ns3 and {out}/tcp; "
