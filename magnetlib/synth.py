@@ -4,6 +4,7 @@ The workloads are application demand (what a program would write):
   ftp        10 KB writes every 20 ms (the PAM 2002 FTP trace, Fig. 9 there)
   ftp-slow   10 KB writes every 200 ms (the ALS 2001 FTP trace, Fig. 8 there)
   ftp-paper  3284-byte writes every 0.124 s (Table II's application row)
+  ftp-variable  writes of varying size (log-normal, median 3284 B), exponential gaps (mean 0.124 s)
   mp3        418-byte frames about 21 ms apart in irregular bursts (Fig. 10)
   bulk       back-to-back 64 KB writes
 
@@ -53,6 +54,18 @@ def ftp_paper(duration_s: float = 30.0, **kw) -> Demand:
     return ftp(duration_s, write_bytes=3284, interval_s=0.124, **kw)
 
 
+def ftp_variable(duration_s: float = 30.0, median_bytes: int = 3284, mean_gap_s: float = 0.124,
+                 seed: int = 0) -> Demand:
+    """An FTP-like demand whose writes vary: sizes log-normal around `median_bytes`
+    (sigma 0.8, 64 B to 64 KiB), gaps exponential with mean `mean_gap_s`."""
+    rng = np.random.default_rng(seed)
+    n = max(1, int(duration_s / mean_gap_s))
+    t = np.cumsum(np.r_[0.0, rng.exponential(mean_gap_s, n - 1)])
+    size = np.clip(np.round(median_bytes * rng.lognormal(0.0, 0.8, n)), 64, 65536).astype(np.int64)
+    keep = t < duration_s
+    return Demand.from_arrays((t[keep] * NS).astype(np.int64), size[keep])
+
+
 def mp3(duration_s: float = 30.0, frame_bytes: int = 418, interval_s: float = 0.021,
         seed: int = 0) -> Demand:
     """Frames whose gaps vary (gamma, coefficient of variation 0.5) around `interval_s`."""
@@ -69,7 +82,8 @@ def bulk(total_bytes: int = 64 << 20, write_bytes: int = 65536, duration_s: floa
     return Demand.from_arrays(np.zeros(n, np.int64), np.full(n, write_bytes))
 
 
-WORKLOADS = {"ftp": ftp, "ftp-slow": ftp_slow, "ftp-paper": ftp_paper, "mp3": mp3, "bulk": bulk}
+WORKLOADS = {"ftp": ftp, "ftp-slow": ftp_slow, "ftp-paper": ftp_paper, "ftp-variable": ftp_variable,
+             "mp3": mp3, "bulk": bulk}
 
 
 def segments(size: np.ndarray, mss: int) -> tuple[np.ndarray, np.ndarray]:

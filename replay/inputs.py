@@ -58,7 +58,7 @@ def _synthetic(spec: str, duration_s: float, seed: int) -> Demand:
     if name == "bulk":
         return synth.bulk()
     params = {"duration_s": duration_s}
-    if name in ("ftp", "ftp-slow", "ftp-paper", "mp3"):
+    if name in ("ftp", "ftp-slow", "ftp-paper", "ftp-variable", "mp3"):
         params["seed"] = seed
     return synth.WORKLOADS[name](**params)
 
