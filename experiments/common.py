@@ -34,7 +34,7 @@ def default_out(name: str) -> Path:
     current directory, never inside the installed package.  The runs committed with
     the repository are made with --out experiments/results/NAME."""
     return Path.cwd() / "magnet-results" / name
-STUDIES = ("multistack", "overhead", "loss", "traces", "sndbuf", "sched")
+STUDIES = ("multistack", "modmap", "overhead", "loss", "traces", "sndbuf", "sched")
 
 
 def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
@@ -61,6 +61,12 @@ def progress(iterable=None, desc: str = "", total: int | None = None, unit: str 
     from tqdm.auto import tqdm
     return tqdm(iterable, desc=desc, total=total, unit=unit, file=sys.stderr, mininterval=1.0,
                 dynamic_ncols=True, leave=True)
+
+
+def progress_note(line: str) -> None:
+    """A line on stderr that leaves a running progress bar intact."""
+    from tqdm.auto import tqdm
+    tqdm.write(line, file=sys.stderr)
 
 
 def markdown(frame: pd.DataFrame, floats: str = "{:.3g}") -> str:
