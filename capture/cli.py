@@ -8,7 +8,7 @@ import subprocess
 import time
 from datetime import datetime
 
-from magnetlib import ship
+from magnetlib import knobs, ship
 from magnetlib.cli.common import human_bytes, warn
 from magnetlib.format import Event
 from magnetlib.trace import Trace
@@ -154,7 +154,7 @@ def print_streams(streams, path: str) -> None:
     print(f"{'stream (sockid)':<18}{'app sent':>12}{'app recv':>12}{'sends':>8}{'recvs':>8}"
           f"{'segs out':>10}{'segs in':>9}{'retrans':>8}")
     for sockid, row in top.iterrows():
-        print(f"{int(sockid):<18}{human_bytes(row.sock_send_bytes):>12}"
+        print(f"{knobs.fmt_stream(sockid):<18}{human_bytes(row.sock_send_bytes):>12}"
               f"{human_bytes(row.sock_recv_bytes):>12}{row.sock_send_records:>8}"
               f"{row.sock_recv_records:>8}{row.tcp_send_records:>10}{row.tcp_recv_records:>9}"
               f"{row.tcp_retrans_records:>8}")

@@ -114,7 +114,7 @@ def validate(demand: Demand, path: str) -> Demand:
         t = demand.time_ns[demand.sockid == sid]
         back = np.flatnonzero(np.diff(t) < 0)
         if len(back):
-            raise TraceError(path, f"stream {int(sid)}: times out of order after "
+            raise TraceError(path, f"stream {int(sid):#x}: times out of order after "
                                    f"{int(t[back[0]])} ns")
     return demand
 

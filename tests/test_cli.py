@@ -109,5 +109,5 @@ def test_impossible_metadata(tmp_path, magnet):
 
 
 def test_demand_of_missing_stream(ftp, tmp_path, magnet):
-    assert_clean_error(magnet("demand", ftp, "--stream", "77", "-o", tmp_path / "x.csv"), "stream 77")
+    assert_clean_error(magnet("demand", ftp, "--stream", "77", "-o", tmp_path / "x.csv"), "stream 0x4d")
     assert not (tmp_path / "x.csv").exists()

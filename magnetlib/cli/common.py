@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from .. import knobs
 from ..trace import Trace
 
 
@@ -31,8 +32,7 @@ def add_stream_arg(parser) -> None:
                         help="one stream (sockid, decimal or 0x hex); default: all")
 
 
-def parse_sockid(text: str) -> int:
-    return int(text, 0)
+parse_sockid = knobs.arg(knobs.stream)     # stream ids: 0xb0 or 176, printed as 0xb0 everywhere
 
 
 def human_bytes(n: float) -> str:

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import demand as demand_mod
 from .. import format as fmt
-from .. import metrics, synth
+from .. import knobs, metrics, synth
 from ..format import Event, ExtValid
 from ..trace import NATIVE, event_names, format_addresses
 from .common import add_stream_arg, human_bytes, open_checked, print_frame
@@ -154,7 +154,7 @@ def cmd_demand(args) -> int:
     trace = open_checked(args.trace)
     d = demand_mod.extract(trace, args.stream, args.direction, args.layer)
     if len(d) == 0:
-        which = "any stream" if args.stream is None else f"stream {args.stream}"
+        which = "any stream" if args.stream is None else f"stream {knobs.fmt_stream(args.stream)}"
         print(f"magnet: {args.trace}: {which} has no {args.layer.upper()} events that moved data",
               file=sys.stderr)
         return 2
@@ -179,7 +179,7 @@ def cmd_stats(args) -> int:
         table.to_csv(args.csv, index=False)
     shown = table[list(STATS_COLUMNS)].rename(columns=STATS_COLUMNS)
     shown["Mb/s"] = shown["Mb/s"] / 1e6
-    shown["stream"] = [f"{int(s):#x}" for s in shown["stream"]]
+    shown["stream"] = [knobs.fmt_stream(s) for s in shown["stream"]]
     print_frame(shown)
     if trace.scan.lost:
         print(f"\nnote: {trace.scan.lost} records were lost during capture; "
