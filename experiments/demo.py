@@ -53,7 +53,7 @@ def capture_unavailable() -> str | None:
 
 def tcp_unavailable(tcp) -> str | None:
     try:
-        tcp.check_privileges(tcp.TcpParams())
+        tcp.check_privileges(tcp.TcpOptions())
     except TraceError as e:
         return str(e)
     return None

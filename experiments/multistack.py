@@ -17,8 +17,8 @@ chain of --stacks TCP stacks in four ways, --runs times each:
                  (`magnet replay tcp --mode offline`);
   tcp relay      real TCP, all stacks at once, joined by split-TCP relays.
 
-Every hop: 20 Mb/s, 30 ms one way (ns-3; the real hops get the delay only on
-a kernel with netem), DropTail/tbf queue of 100 frames, MSS 1448, Nagle on.
+Every hop: 20 Mb/s, 30 ms one way (ns-3; real TCP: the link emulator,
+replay.linkem), a drop-tail queue of 100 packets, MSS 1448, Nagle on.
 The real stacks use the system's congestion control; ns-3 uses NewReno.
 Without ns-3 the ns-3 part is skipped; without root (network namespaces) the
 real-TCP part is; the output and the README say which and why.
@@ -105,7 +105,7 @@ def tcp_available() -> str | None:
     """Why the real-TCP chains cannot run here (None: they can)."""
     from magnet.replay import tcp
     try:
-        tcp.check_privileges(tcp.TcpParams())
+        tcp.check_privileges(tcp.TcpOptions())
     except TraceError as e:
         return str(e)
     return None
@@ -127,9 +127,11 @@ def run_ns3(demand: Demand, work: Path, mode: str, hop: Hop, seed: int) -> Outco
 def run_tcp(demand: Demand, work: Path, mode: str, hop: Hop, progress=lambda line: None) -> Outcome:
     """The chain in real TCP (replay/tcp.py), names prefixed mgxm."""
     from magnet.replay import tcp
-    params = tcp.TcpParams(stacks=hop.stacks, mode=mode, rate=f"{hop.rate_mbps:g}mbit",
-                           delay=f"{hop.delay_ms:g}ms", family="mgxm")
-    run = tcp.run_chain(demand, work, params, progress=progress)
+    from magnet.replay.scenario import Path as NetPath
+    from magnet.replay.scenario import Scenario
+    scenario = Scenario(stacks=hop.stacks, mode=mode,
+                        path=(NetPath(rate_bps=round(hop.rate_mbps * 1e6), delay_ns=round(hop.delay_ms * 1e6)),))
+    run = tcp.run_chain(demand, work, scenario, tcp.TcpOptions(family="mgxm"), progress=progress)
     notes = list(run.notes) + [f"stack {s.k}: {note}" for s in run.stacks for note in s.notes]
     return Outcome(run.series("send"), run.method, notes)
 
@@ -394,8 +396,8 @@ def intro(hop: Hop, skipped: list[str], failed: list[str]) -> str:
         "",
         f"Each hop: {hop.rate_mbps:g} Mb/s, {hop.delay_ms:g} ms one way, a queue of 100 frames, "
         "MSS 1448, Nagle on. ns-3 3.44: NewReno, point-to-point links, DropTail. Real TCP: "
-        "Linux's default congestion control (see the machine table), veth pairs between network "
-        "namespaces with TSO/GSO/GRO off, a token bucket (tbf) on each sending end, the paced "
+        "cubic, the link emulator (replay.linkem on TUN devices between network namespaces: "
+        "the rate, delay and drop-tail queue of each hop, in userspace), the paced "
         "sender alone on one CPU; the wire of each stack from the BPF capture (DEV_SEND of the "
         "sending socket; tcpdump where BPF is unavailable). Sizes are TCP payload bytes; a cell "
         "shows the mean over runs and, where runs differ, [min, max]. *vs app %* compares "
