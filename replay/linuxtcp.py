@@ -53,7 +53,10 @@ class LinuxTcp:
 
 def plan(tcp, namespaces: bool, available: list[str], default_mss: int | None = None) -> LinuxTcp:
     """How Linux runs `tcp`; ValueError (naming the flag) for what it cannot do."""
-    cc = knobs.cc_for("tcp", tcp.cc, available)
+    try:
+        cc = knobs.cc_for("tcp", tcp.cc, available)
+    except ValueError as e:
+        raise ValueError(f"--cc: {e}") from None
     args = [f"--cc={cc}", f"--read-size={tcp.read_size}"]
     mss = tcp.mss or default_mss
     for flag, value in (("--mss", mss), ("--sndbuf", tcp.sndbuf), ("--rcvbuf", tcp.rcvbuf)):

@@ -226,9 +226,9 @@ static enum verdict stage_pass(struct stage *s, int64_t *t, uint32_t len, struct
 		}
 		s->busy_until = start + (int64_t)((uint64_t)len * 8000000000ULL / s->rate_bps);
 		exit = s->busy_until;
-		if (loss_draw(&s->loss, rng))      /* lost on the wire, after using the link */
-			return RANDOM_LOSS;
 	}
+	if (loss_draw(&s->loss, rng))              /* lost on the wire, after using the link */
+		return RANDOM_LOSS;
 	exit += s->delay_ns;
 	if (s->jitter_ns)
 		exit += (int64_t)(rng_unit(rng) * (double)(s->jitter_ns + 1));
