@@ -1,8 +1,8 @@
 """One end of a replayed TCP connection, or a relay between two: a process of its own.
 
-    python -m magnet.replay.endpoint acceptor --listen 10.201.1.2:0 --side b.npz --record b-rec.npz
-    python -m magnet.replay.endpoint initiator --connect 10.201.1.2:PORT --side a.npz --record a-rec.npz
-    python -m magnet.replay.endpoint relay --listen 10.201.2.1:0 --connect 10.201.2.2:PORT --record r.npz
+    python -m magnet.replay.endpoint acceptor --listen 10.201.1.2:0 --side b-writes --record b-record
+    python -m magnet.replay.endpoint initiator --connect 10.201.1.2:PORT --side a-writes --record a-record
+    python -m magnet.replay.endpoint relay --listen 10.201.2.1:0 --connect 10.201.2.2:PORT --record r-record
 
 acceptor and relay print `ready PORT` once listening.  Every role prints one
 JSON line at the end: its socket cookies (SO_COOKIE, the capture's ids), bytes
@@ -18,9 +18,9 @@ every send() call (write, time before, time after, what it returned: -11 is
 EAGAIN), every read (time after, bytes; 0 is the end of the stream), and per
 write its due time.  A relay forwards each read at once (one thread per
 direction, blocking sockets: a full downstream holds up its upstream) and
-records its reads.  Records grow in memory only CHUNK rows at a time (the rest
-goes to files next to --record), so a demand of millions of writes needs
-tens of MB, not GB.  Every sending socket's smoothed RTT (TCP_INFO) is
+records its reads.  A record is a directory of .npy files (load_record() maps
+them); rows grow in memory only CHUNK at a time before they go to their file,
+so a demand of millions of writes needs tens of MB, not GB.  Every sending socket's smoothed RTT (TCP_INFO) is
 sampled every RTT_SAMPLE_NS while it sends.
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ import select
 import socket
 import struct
 import sys
+import shutil
 import threading
 from pathlib import Path
 
@@ -85,8 +86,8 @@ def tcp_facts(sock: socket.socket) -> dict:
 
 
 class Spill:
-    """Rows of int64 appended to `rows` (a list), moved to a file every CHUNK rows by
-    check(): what stays in memory is bounded whatever the count."""
+    """Rows of int64 appended to `rows` (a list), moved to a raw file every CHUNK rows
+    by check(): what stays in memory is bounded whatever the count."""
 
     def __init__(self, path: Path, width: int):
         self.path, self.width = path, width
@@ -107,16 +108,26 @@ class Spill:
         self.count += len(self.rows)
         self.rows.clear()
 
-    def array(self) -> np.ndarray:
-        """Every row (file-backed once spilled: read as it is used)."""
+    def save(self, npy: Path) -> None:
+        """Every row as an .npy file (a spilled file is copied behind the header, then removed)."""
         if self.file is None:
-            return np.asarray(self.rows, np.int64).reshape(-1, self.width)
+            rows = np.asarray(self.rows, np.int64).reshape(-1, self.width)
+            np.save(npy, rows.reshape(-1) if self.width == 1 else rows)
+            return
         self.flush()
         self.file.close()
-        return np.memmap(self.path, np.int64, "r", shape=(self.count, self.width))
+        shape = (self.count,) if self.width == 1 else (self.count, self.width)
+        with open(npy, "wb") as out, open(self.path, "rb") as raw:
+            np.lib.format.write_array_header_2_0(out, {"descr": "<i8", "fortran_order": False,
+                                                       "shape": shape})
+            shutil.copyfileobj(raw, out, 1 << 20)
+        self.path.unlink()
 
-    def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
+
+def load_record(path) -> dict:
+    """A record's arrays by name (calls, reads, due, size, rtt; a relay's reads_down,
+    reads_up), memory-mapped."""
+    return {p.stem: np.load(p, mmap_mode="r") for p in sorted(Path(path).glob("*.npy"))}
 
 
 def address(text: str) -> tuple[str, int]:
@@ -171,9 +182,9 @@ class Replayer:
         self.sock, self.side, self.anchor = sock, side, anchor_ns
         self.payload = memoryview(bytearray(int(side.size.max()) if len(side) else 1))
         self.buf = bytearray(read_size)
-        self.calls = Spill(record.with_suffix(".calls"), 4)      # write, before, after, returned
-        self.reads = Spill(record.with_suffix(".reads"), 2)      # time, bytes
-        self.due = Spill(record.with_suffix(".due"), 1)
+        self.calls = Spill(record / "calls.raw", 4)      # write, before, after, returned
+        self.reads = Spill(record / "reads.raw", 2)      # time, bytes
+        self.due = Spill(record / "due.raw", 1)
         self.rtt: list[tuple[int, int]] = []                     # time, srtt (us)
         self.waits = bool(len(side) and side.after_peer.max() > 0)
         self.total_after: list[int] = []           # per data read: bytes so far, and when
@@ -290,7 +301,7 @@ class Relay:
 
     def __init__(self, upstream: socket.socket, downstream: socket.socket, record: Path,
                  read_size: int = READ_SIZE):
-        self.reads = {way: Spill(record.with_suffix(f".{way}"), 2) for way in ("down", "up")}
+        self.reads = {way: Spill(record / f"reads_{way}.raw", 2) for way in ("down", "up")}
         self.rtt: list[tuple[int, int]] = []        # the downstream (sending) socket's srtt
         self.read_size = read_size
         self.moved = {"down": 0, "up": 0}
@@ -328,23 +339,15 @@ class Relay:
 
 
 # ------------------------------------------------------------------- main ---
-def _save(path: str, record: dict) -> None:
-    """The record as one npz (spilled rows are streamed from their files, then removed)."""
-    arrays, spills = {}, []
-    for name, width in (("calls", 4), ("reads", 2), ("due", 1), ("size", 1), ("rtt", 2),
-                        ("down", 2), ("up", 2)):
-        value = record.get(name, [] if name in ("calls", "reads", "due", "size", "rtt") else None)
-        if value is None:
-            continue
+def _save(path: Path, record: dict) -> None:
+    """The record as a directory of .npy files, one per array."""
+    for name, value in record.items():
         if isinstance(value, Spill):
-            spills.append(value)
-            value = value.array()
-        value = np.asarray(value, np.int64)
-        key = f"reads_{name}" if name in ("down", "up") else name
-        arrays[key] = value.reshape(-1) if width == 1 else value.reshape(-1, width)
-    np.savez(path, **arrays)
-    for spill in spills:
-        spill.remove()
+            value.save(path / f"{value.path.stem}.npy")
+        else:
+            width = 2 if name == "rtt" else 1
+            np.save(path / f"{name}.npy", np.asarray(value, np.int64).reshape(-1, width)[:, 0]
+                    if width == 1 else np.asarray(value, np.int64).reshape(-1, width))
 
 
 def _result(sock: socket.socket, **extra) -> dict:
@@ -365,7 +368,7 @@ def run_replayer(args) -> dict:
     else:
         sock = connect(args)
     result = _result(sock)                       # addresses while both ends are open
-    replayer = Replayer(sock, side, now_ns() + int(args.lead_ms * 1e6), Path(args.record), args.read_size)
+    replayer = Replayer(sock, side, now_ns() + int(args.lead_ms * 1e6), args.record, args.read_size)
     gc.disable()                                 # no collector pause between due times
     try:
         replayer.run()
@@ -383,7 +386,7 @@ def run_relay(args) -> dict:
     upstream = accept(listen(args), args)
     downstream = connect(args)
     up_info, down_info = _result(upstream), _result(downstream)
-    relay = Relay(upstream, downstream, Path(args.record), args.read_size)
+    relay = Relay(upstream, downstream, args.record, args.read_size)
     try:
         relay.run()
     finally:
@@ -395,14 +398,20 @@ def run_relay(args) -> dict:
     return {"upstream": up_info, "downstream": down_info, "forwarded": relay.moved}
 
 
+def _record_dir(text: str) -> Path:
+    path = Path(text)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m magnet.replay.endpoint", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("role", choices=["initiator", "acceptor", "relay"])
     p.add_argument("--listen", metavar="ADDR:PORT")
     p.add_argument("--connect", metavar="ADDR:PORT")
-    p.add_argument("--side", help="the writes (replay.schedule.Side, .npz)")
-    p.add_argument("--record", required=True, help="where the record goes (.npz)")
+    p.add_argument("--side", help="the writes (replay.schedule.Side, a directory)")
+    p.add_argument("--record", required=True, type=_record_dir, help="where the record goes (a directory)")
     p.add_argument("--lead-ms", type=float, default=200.0,
                    help="time zero of the writes: this long after the connection is set up")
     p.add_argument("--mss", type=int)

@@ -47,7 +47,7 @@ from magnetlib import knobs, metrics, segmentation
 from magnetlib.demand import RECV, SEND, Demand
 from magnetlib.errors import TraceError
 
-from . import cross, fidelity, linkem, linuxtcp, netns, schedule, wan, wire
+from . import cross, endpoint, fidelity, linkem, linuxtcp, netns, schedule, wan, wire
 from .scenario import Scenario
 from .wire import Series
 
@@ -188,6 +188,7 @@ class Lab:
         self.procs: list[subprocess.Popen] = []           # the stacks' ends and relays
         self.cross_procs: list[subprocess.Popen] = []
         self.cross: dict[int, dict] = {}
+        self.app: dict[str, Series] = {}          # the first stack's writes as replayed, both ends
         self.sessions = 0
         self.cpus = self.saved_cpus = os.sched_getaffinity(0)
         self.pacer_cpus = self.cpus
@@ -447,7 +448,7 @@ class Work:
 
 def save_sides(demand: Demand, work: Work, concurrent: bool) -> tuple[Path, Path]:
     initiator, acceptor = schedule.sides(demand, concurrent)
-    paths = (work.path("initiator-writes.npz"), work.path("acceptor-writes.npz"))
+    paths = (work.path("initiator-writes"), work.path("acceptor-writes"))
     initiator.save(paths[0])
     acceptor.save(paths[1])
     return paths
@@ -468,10 +469,10 @@ def run_pair(lab: Lab, k: int, demand: Demand, session) -> tuple[dict, dict, Wor
     ini_side, acc_side = save_sides(demand, work, lab.options.concurrent)
     where = lab.place(k)
     acc = lab.start(where.right_ns, "acceptor", ["--listen", f"{where.right_addr}:0", "--side", acc_side,
-                                                 "--record", work.path("acceptor.npz")], session)
+                                                 "--record", work.path("acceptor-record")], session)
     port = lab.ready(acc, f"stack {k} acceptor")
     ini = lab.start(where.left_ns, "initiator", ["--connect", f"{where.right_addr}:{port}",
-                                                 "--side", ini_side, "--record", work.path("initiator.npz")],
+                                                 "--side", ini_side, "--record", work.path("initiator-record")],
                     session)
     timeout = timeout_for(demand, lab, k)
     return (lab.finish(ini, f"stack {k} initiator", timeout),
@@ -520,9 +521,8 @@ def sent_bytes(demand: Demand) -> int:
     return int(demand.size[demand.direction == SEND].sum())
 
 
-def record_of(work: Work, name: str):
-    with np.load(work.path(name)) as f:
-        return {key: f[key] for key in f.files}
+def record_of(work: Work, name: str) -> dict:
+    return endpoint.load_record(work.path(name))
 
 
 # --------------------------------------------------------------- offline ---
@@ -535,17 +535,15 @@ def run_offline(lab: Lab, demand: Demand, progress) -> list[StackRun]:
             session = lab.session([k], f"stack-{k}")
             with lab.capturing(session):
                 ini, acc, work = run_pair(lab, k, demand, session)
-        ini_rec, acc_rec = record_of(work, "initiator.npz"), record_of(work, "acceptor.npz")
+        ini_rec, acc_rec = record_of(work, "initiator-record"), record_of(work, "acceptor-record")
         trace = lab.out / f"stack-{k}.magnet" if lab.method == "bpf" else None
         send, recv, trace, new = wire_of(lab, k, ini, trace, (acc_rec["reads"], ini_rec["reads"]),
                                          getattr(session, "offset", None))
         s = StackRun(k, ini, acc, ini["written"], acc["read"], send, recv, trace=trace,
-                     timing=fidelity.timing(ini_rec), new_bytes=new, path_stats=lab.path_stats(k),
-                     cross=lab.cross.get(k))
+                     new_bytes=new, path_stats=lab.path_stats(k), cross=lab.cross.get(k))
         s.shift_ns = 0 if k == 1 else stacks[-1].shift_ns + _origin(stacks[-1]) - ini["anchor_ns"]
-        if lab.method == "bpf":
-            s.confirmed = fidelity.confirmed(ini_rec, *wire.sock_sends(trace, ini["cookie"]))
-        fidelity.writes(ini_rec).frame().to_csv(work.path("writes.csv"), index=False)
+        first_writes(lab, s, work, ini_rec, acc_rec, trace, ini["cookie"], app=k == 1)
+        del ini_rec, acc_rec
         stack_notes(s, sent_bytes(demand), lab.method)
         stacks.append(s)
         progress(f"stack {k}/{n}: {len(send)} segments, {send.bytes} bytes on the wire "
@@ -591,18 +589,18 @@ def run_relay(lab: Lab, demand: Demand, progress) -> list[StackRun]:
         with lab.capturing(session):
             sink = lab.start(lab.place(n).right_ns, "acceptor",
                              ["--listen", f"{lab.place(n).right_addr}:0", "--side", acc_side,
-                              "--record", work.path("acceptor.npz")], session)
+                              "--record", work.path("acceptor-record")], session)
             port = lab.ready(sink, "sink")
             relays = {}
             for k in range(n - 1, 0, -1):            # relay k: end of stack k, start of stack k+1
                 relays[k] = lab.start(lab.place(k).right_ns, "relay",
                                       ["--listen", f"{lab.place(k).right_addr}:0",
                                        "--connect", f"{lab.place(k + 1).right_addr}:{port}",
-                                       "--record", work.path(f"relay-{k}.npz")], session)
+                                       "--record", work.path(f"relay-{k}-record")], session)
                 port = lab.ready(relays[k], f"relay {k}")
             ini = lab.start(lab.place(1).left_ns, "initiator",
                             ["--connect", f"{lab.place(1).right_addr}:{port}", "--side", ini_side,
-                             "--record", work.path("initiator.npz")], session)
+                             "--record", work.path("initiator-record")], session)
             ini_res = lab.finish(ini, "initiator", timeout)
             relay_res = {k: lab.finish(p, f"relay {k}", timeout) for k, p in relays.items()}
             sink_res = lab.finish(sink, "sink", timeout)
@@ -613,8 +611,8 @@ def run_relay(lab: Lab, demand: Demand, progress) -> list[StackRun]:
 def relay_stacks(lab: Lab, work: Work, ini: dict, relays: dict, sink: dict, demand: Demand,
                  session) -> list[StackRun]:
     n = lab.scenario.stacks
-    records = {k: record_of(work, f"relay-{k}.npz") for k in relays}
-    ini_rec, sink_rec = record_of(work, "initiator.npz"), record_of(work, "acceptor.npz")
+    records = {k: record_of(work, f"relay-{k}-record") for k in relays}
+    ini_rec, sink_rec = record_of(work, "initiator-record"), record_of(work, "acceptor-record")
     senders = [ini] + [relays[k]["downstream"] for k in range(1, n)]
     receivers = [relays[k]["upstream"] for k in range(1, n)] + [sink]
     written = [ini["written"]] + [relays[k]["forwarded"]["down"] for k in range(1, n)]
@@ -633,26 +631,28 @@ def relay_stacks(lab: Lab, work: Work, ini: dict, relays: dict, sink: dict, dema
         s = StackRun(k, senders[k - 1], receivers[k - 1], written[k - 1], delivered[k - 1], send, recv,
                      trace=trace, new_bytes=new, path_stats=lab.path_stats(k), cross=lab.cross.get(k))
         if k == 1:
-            s.timing = fidelity.timing(ini_rec)
-            if lab.method == "bpf":
-                s.confirmed = fidelity.confirmed(ini_rec, *wire.sock_sends(trace, ini["cookie"]))
-            fidelity.writes(ini_rec).frame().to_csv(work.path("writes.csv"), index=False)
+            first_writes(lab, s, work, ini_rec, sink_rec, trace, ini["cookie"], app=True)
         stack_notes(s, sent_bytes(demand) if k == 1 else written[k - 1], lab.method)
         stacks.append(s)
     return stacks
 
 
-# ------------------------------------------------------------------- run ---
-def app_series(run_dir: Path, mode: str) -> dict[str, Series]:
-    """The first stack's writes as replayed (due times, sizes), both ends."""
-    work = run_dir / ("relay" if mode == "relay" else "stack-1")
-    out = {}
-    for direction, name in (("send", "initiator.npz"), ("recv", "acceptor.npz")):
-        with np.load(work / name) as f:
-            w = fidelity.writes(f)
-        out[direction] = Series(w.due, w.size)
-    return out
+def first_writes(lab: Lab, s: StackRun, work: Work, ini_rec: dict, acc_rec: dict, trace: Path | None,
+                 cookie: int, app: bool) -> None:
+    """How faithfully stack s's sender issued its writes (its record, the capture's view,
+    writes.csv), derived once; for the chain's first stack, the application's writes
+    as replayed (due times, sizes) of both ends go to lab.app."""
+    w = fidelity.writes(ini_rec)
+    s.timing = fidelity.timing(ini_rec, w=w)
+    if lab.method == "bpf":
+        s.confirmed = fidelity.confirmed(ini_rec, *wire.sock_sends(trace, cookie), w=w)
+    w.to_csv(work.path("writes.csv"))
+    if app:
+        other = fidelity.writes(acc_rec)
+        lab.app = {"send": Series(w.due, w.size), "recv": Series(other.due, other.size)}
 
+
+# ------------------------------------------------------------------- run ---
 
 def prepare(scenario: Scenario, options: TcpOptions) -> linuxtcp.LinuxTcp:
     """Check that this machine can run the scenario as asked (root, TUN, the paths in
@@ -724,8 +724,7 @@ def run_chain(demand: Demand, out_dir: str | os.PathLike, scenario: Scenario | N
                 applied = describe(scenario, options, linux)
                 if lab.net:
                     applied += "\n" + lab.net.describe()
-                return TcpRun(scenario, options, lab.method, stacks, app_series(out, scenario.mode),
-                              lab.notes, out, applied)
+                return TcpRun(scenario, options, lab.method, stacks, lab.app, lab.notes, out, applied)
         except netns.NetnsError as e:
             raise ReplayError("network namespaces", str(e)) from None
         except ValueError as e:

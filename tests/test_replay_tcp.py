@@ -23,7 +23,7 @@ import magnetlib
 from magnetlib.demand import RECV, SEND, Demand
 from magnetlib import knobs
 from magnetlib.format import Event
-from magnet.replay import fidelity, linkem, netns, tcp, wire
+from magnet.replay import endpoint, fidelity, linkem, netns, tcp, wire
 from magnet.replay.scenario import Path as NetPath
 from magnet.replay.scenario import Scenario, Tcp, cross
 
@@ -95,8 +95,8 @@ def test_request_response_waits_for_the_peer(tmp_path):
     run = tcp.run_chain(demand, tmp_path, Scenario(stacks=1), LOOPBACK)
     s = run.stacks[0]
     assert s.written == 8 * 300 and s.delivered == 8 * 300 and s.sender["read"] == 8 * 5000
-    ini = dict(np.load(tmp_path / "stack-1" / "initiator.npz"))
-    acc = dict(np.load(tmp_path / "stack-1" / "acceptor.npz"))
+    ini = endpoint.load_record(tmp_path / "stack-1" / "initiator-record")
+    acc = endpoint.load_record(tmp_path / "stack-1" / "acceptor-record")
     ini_w, acc_w = fidelity.writes(ini), fidelity.writes(acc)
     got_response = arrival_times(ini["reads"], 5000 * np.arange(1, 9))
     got_request = arrival_times(acc["reads"], 300 * np.arange(1, 9))
@@ -126,7 +126,7 @@ def test_paced_timing_within_target(tmp_path):
         out = tmp_path / str(attempt)
         run = tcp.run_chain(demand, out, Scenario(stacks=1), LOOPBACK)
         timing = run.stacks[0].timing
-        w = fidelity.writes(dict(np.load(out / "stack-1" / "initiator.npz")))
+        w = fidelity.writes(endpoint.load_record(out / "stack-1" / "initiator-record"))
         error_us = np.abs(w.issued - w.due) / 1e3
         assert timing.paced >= 990 and timing.blocked == 0
         assert np.median(error_us[:100]) <= 2000 and np.median(error_us[-100:]) <= 2000
@@ -245,7 +245,7 @@ def test_tcp_knobs_on_the_sockets(tmp_path, namespaces):
             assert not end["sack"] and not end["timestamps"] and not end["window_scaling"]
             assert end["cc"] == "reno" and end["nodelay"]
             assert end["snd_mss"] == (1460 if s.k == 1 else 960)
-        reads = np.load(tmp_path / f"stack-{s.k}" / "acceptor.npz")["reads"]
+        reads = endpoint.load_record(tmp_path / f"stack-{s.k}" / "acceptor-record")["reads"]
         assert reads[:, 1].max() <= 1024
 
 
