@@ -298,6 +298,14 @@ def test_cross_traffic_shares_the_bottleneck(programs, ftp_demand, tmp_path):
     assert "2 bulk TCP flows" in busy["tcp:2"].applied
 
 
+def test_a_connection_that_breaks_is_an_error_not_an_empty_table(programs, tmp_path):
+    # Almost every packet lost from the start (bursts of 10000): the SYN never gets through.
+    proc = run_magnet("replay", "ns3", "synth:ftp-paper", "--duration", "5", "--stacks", "1",
+                      "--loss", "ge:50%/0.01%", "--cross", "poisson:5%", "--no-plots", "-o", tmp_path)
+    assert_clean_error(proc, "stack 1 was given 134644 bytes, handed 0 to TCP and delivered 0 "
+                             "(connection to the sink failed)")
+
+
 def test_tcp_options_are_applied_and_stated(programs, ftp_demand, tmp_path):
     tcp = Tcp(cc="reno", sack=False, timestamps=False, window_scaling=False, delack_count=3,
               delack_timeout_ns=100_000_000, nagle=False, sndbuf=65536, rcvbuf=32768, read_size=1024)

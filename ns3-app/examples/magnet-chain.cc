@@ -122,6 +122,7 @@ StackJson(const MagnetStackResult& r)
     const auto& c = r.counts;
     std::ostringstream j;
     j << "{\"stack\": " << r.stack << ", \"trace\": " << Quote(r.trace)
+      << ", \"bytes_given\": " << r.givenBytes << ", \"failure\": " << Quote(r.failure)
       << ", \"new_bytes\": " << Quote(r.newBytes)
       << ", \"writes_due\": " << r.demandWrites << ", \"bytes_due\": " << r.demandBytes
       << ", \"send_calls\": " << a.sendCalls << ", \"bytes_sent\": " << a.bytesSent
@@ -221,11 +222,11 @@ Conserved(const std::vector<MagnetStackResult>& results)
     bool ok = true;
     for (const auto& r : results)
     {
-        if (r.app.bytesSent != r.demandBytes || r.sinkBytes != r.demandBytes)
+        if (r.app.bytesSent != r.givenBytes || r.sinkBytes != r.givenBytes)
         {
-            std::cerr << "magnet-chain: stack " << r.stack << " was given " << r.demandBytes
+            std::cerr << "magnet-chain: stack " << r.stack << " was given " << r.givenBytes
                       << " bytes, handed " << r.app.bytesSent << " to TCP and delivered "
-                      << r.sinkBytes << "\n";
+                      << r.sinkBytes << (r.failure.empty() ? "" : " (" + r.failure + ")") << "\n";
             ok = false;
         }
     }

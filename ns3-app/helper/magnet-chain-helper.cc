@@ -309,10 +309,12 @@ MagnetChain::StackFailed()
 }
 
 MagnetStackResult
-MagnetChain::Collect(uint32_t k, const Stack& stack, MagnetCost cost) const
+MagnetChain::Collect(uint32_t k, const Stack& stack, MagnetCost cost, uint64_t given) const
 {
     MagnetStackResult r;
     r.stack = k;
+    r.givenBytes = given;
+    r.failure = stack.app->GetFailure();
     r.app = stack.app->GetStats();
     r.demandWrites = r.app.writesDue;
     r.demandBytes = r.app.bytesDue;
@@ -366,12 +368,13 @@ MagnetChain::RunOffline(MagnetDemand demand)
         Stack& stack = stacks.back();
         Ipv4GlobalRoutingHelper::PopulateRoutingTables();
         StopWhenDone(stacks);
+        uint64_t given = MagnetDemandBytes(demand);
         stack.app->SetDemand(std::move(demand));
         Stopwatch clock;
         Simulator::Run();
         MagnetCost cost = clock.Elapsed();
         stack.recorder->Close();
-        results.push_back(Collect(k, stack, cost));
+        results.push_back(Collect(k, stack, cost, given));
         demand = stack.recorder->WireDemand(m_config.newDataOnly);
         stacks.clear();
         Simulator::Destroy();
@@ -399,6 +402,7 @@ MagnetChain::RunLive(MagnetDemand demand)
     }
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
     StopWhenDone(stacks);
+    uint64_t given = MagnetDemandBytes(demand);
     stacks.front().app->SetDemand(std::move(demand));
     for (size_t k = 0; k + 1 < stacks.size(); ++k)
     {
@@ -416,7 +420,8 @@ MagnetChain::RunLive(MagnetDemand demand)
     for (uint32_t k = 1; k <= stacks.size(); ++k)
     {
         stacks[k - 1].recorder->Close();
-        results.push_back(Collect(k, stacks[k - 1], cost));
+        // A relay is given what the stack before it delivered.
+        results.push_back(Collect(k, stacks[k - 1], cost, k == 1 ? given : results.back().sinkBytes));
     }
     stacks.clear();
     Simulator::Destroy();

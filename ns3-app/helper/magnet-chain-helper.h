@@ -71,6 +71,7 @@ struct MagnetCost
 struct MagnetStackResult
 {
     uint32_t stack{0};
+    uint64_t givenBytes{0};   //!< the bytes of the demand this stack was given (relay: to relay)
     uint64_t demandWrites{0};
     uint64_t demandBytes{0};
     MagnetReplayApplication::Stats app;
@@ -84,6 +85,7 @@ struct MagnetStackResult
     MagnetCost cost; //!< offline: this stack's simulation; live: the whole chain's
     std::string trace;
     std::string newBytes; //!< stack-K.new.npy: new bytes of each DEV_SEND (empty: not written)
+    std::string failure;  //!< why its connection failed or broke (empty: it did not)
 };
 
 /** @brief Builds and runs chains of simulated TCP stacks, each over its own path. */
@@ -137,7 +139,7 @@ class MagnetChain
     void StopWhenDone(std::vector<Stack>& stacks);
     void StackDone();
     void StackFailed();
-    MagnetStackResult Collect(uint32_t k, const Stack& stack, MagnetCost cost) const;
+    MagnetStackResult Collect(uint32_t k, const Stack& stack, MagnetCost cost, uint64_t given) const;
     std::vector<MagnetStackResult> RunOffline(MagnetDemand demand);
     std::vector<MagnetStackResult> RunLive(MagnetDemand demand);
     std::string TracePath(uint32_t k, const std::string& suffix = ".magnet") const;

@@ -139,6 +139,12 @@ MagnetReplayApplication::GetStats() const
     return m_stats;
 }
 
+const std::string&
+MagnetReplayApplication::GetFailure() const
+{
+    return m_failure;
+}
+
 void
 MagnetReplayApplication::DoDispose()
 {
@@ -279,6 +285,7 @@ MagnetReplayApplication::Fail(const std::string& why)
               << " bytes due so far, and any later, stay unsent\n";
     Simulator::Cancel(m_writeEvent);
     m_closed = true;
+    m_failure = why;
     m_failedTrace();
 }
 

@@ -75,6 +75,9 @@ class MagnetReplayApplication : public Application
 
     const Stats& GetStats() const;
 
+    /** Why the connection failed or broke; empty if it did not. */
+    const std::string& GetFailure() const;
+
     /** Signature of the "Write" trace: bytes the socket accepted in one Send(), and when they were due. */
     typedef void (*WriteTracedCallback)(uint32_t bytes, Time due);
 
@@ -135,6 +138,7 @@ class MagnetReplayApplication : public Application
     bool m_sending{false};  //!< inside SendPending
     EventId m_writeEvent;
     Stats m_stats;
+    std::string m_failure;
 
     TracedCallback<uint32_t, Time> m_writeTrace;
     TracedCallback<Ptr<const Packet>, const TcpHeader&, Ptr<const TcpSocketBase>> m_tcpTxTrace;
