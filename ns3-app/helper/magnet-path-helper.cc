@@ -122,9 +122,16 @@ std::string
 MagnetPathConfig::Describe() const
 {
     std::ostringstream s;
-    s << (rateBps ? MagnetFormatRate(rateBps) + " bottleneck" : std::string("no bottleneck"))
-      << " (data direction; " << MagnetPathHelper::kFastRate << " back), DropTail queue " << queue
-      << ", loss " << (loss.Mean() > 0 ? loss.Describe() : "none");
+    if (rateBps)
+    {
+        s << MagnetFormatRate(rateBps) << " bottleneck (data direction; " << MagnetPathHelper::kFastRate
+          << " back), DropTail queue " << queue;
+    }
+    else
+    {
+        s << "no bottleneck (every hop " << MagnetPathHelper::kFastRate << ")";
+    }
+    s << ", loss " << (loss.Mean() > 0 ? loss.Describe() : "none");
     if (jitter.IsStrictlyPositive())
     {
         s << ", jitter up to " << MagnetFormatTime(jitter) << " both ways (order kept)";
