@@ -71,7 +71,7 @@ CASES = {
     "ftp": Case("ftp", "10 KB every 20 ms", "ftp", 20.0, 3.0),
     "paper": Case("paper", "3284 B every 0.124 s (Table II's application)", "ftp-paper", 60.0, 5.0),
 }
-# (engine, mode); ns-3's "relay" is its --live chain.
+# (engine, mode)
 CONFIGS = [("ns-3", "offline"), ("ns-3", "relay"), ("tcp", "offline"), ("tcp", "relay")]
 METRICS = ["events", "bytes", "mean_size", "p50_size", "mean_spacing_s", "p50_spacing_s",
            "cv_spacing", "throughput_bps", "bandwidth_vs_app_pct"]

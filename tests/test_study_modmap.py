@@ -21,7 +21,8 @@ def require_engine(name: str) -> None:
 
 
 def run_study(out, *options) -> pd.DataFrame:
-    proc = run_magnet("experiment", "modmap", "--out", out, "--workloads", "paper", *options)
+    proc = run_magnet("experiment", "modmap", "--out", out, "--workloads", "paper", "--base-runs", "1",
+                      *options)
     assert proc.returncode == 0, proc.stderr_text
     for name in ("README.md", "map.csv", "summary.csv", "heatmap.png"):
         assert (out / name).stat().st_size > 0, name
