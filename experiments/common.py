@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from magnetlib.cli import Parser
+
 
 
 def default_out(name: str) -> Path:
@@ -39,7 +41,7 @@ STUDIES = ("multistack", "modmap", "overhead", "loss", "traces", "sndbuf", "sche
 
 def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     """The options every study has; a study adds its own."""
-    p = argparse.ArgumentParser(prog=f"magnet experiment {name}", description=doc,
+    p = Parser(prog=f"magnet experiment {name}", description=doc,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a short run (under two minutes), as the tests run it")
     p.add_argument("--out", type=Path, default=default_out(name),

@@ -37,7 +37,7 @@ from magnetlib.errors import TraceError
 from . import multistack
 
 SIZE, INTERVAL = 3284, 0.124          # the paper's Table II application
-HOP = multistack.Hop()                # 20 Mb/s, 30 ms one way, 4 stacks
+CHAIN = multistack.scenario(stacks=4)  # each stack: 20 Mbit/s, 30 ms one way, 100 packets
 
 
 def say(line: str) -> None:
@@ -47,16 +47,8 @@ def say(line: str) -> None:
 # --------------------------------------------------------------- capture ---
 def capture_unavailable() -> str | None:
     """Why the BPF capture of a real transfer cannot run here (None: it can)."""
-    from magnet.replay import tcp, wire
-    return wire.bpf_unavailable() or tcp_unavailable(tcp)
-
-
-def tcp_unavailable(tcp) -> str | None:
-    try:
-        tcp.check_privileges(tcp.TcpOptions())
-    except TraceError as e:
-        return str(e)
-    return None
+    from magnet.replay import engines, wire
+    return wire.bpf_unavailable() or engines.unavailable("tcp")
 
 
 def magnet_command() -> list[str]:
@@ -70,7 +62,7 @@ def capture_transfer(out: Path, seconds: float) -> Path:
     from magnet.replay import netns
     prefix = f"mgxm{os.getpid()}"
     trace = out / "capture.magnet"
-    link = netns.Link(rate=f"{HOP.rate_mbps:g}mbit", delay=f"{HOP.delay_ms:g}ms")
+    link = netns.Link(rate=f"{CHAIN.path_of(1).rate_bps}bit")
     app = [sys.executable, "-m", "magnet.experiments.ftp_app"]
     with netns.chain(prefix, 1, link, subnet="10.204") as topo:
         for note in topo.notes:
@@ -141,6 +133,8 @@ def replay(name: str, run, out: Path) -> list | None:
     except (TraceError, OSError) as e:
         say(f"  skipped: {e}")
         return None
+    for line in outcome.applied.strip().splitlines():
+        say(f"  applied: {line.strip()}")
     for note in dict.fromkeys(outcome.notes):
         say(f"  note: {note}")
     table, files = report.write_report(outcome.series, out)
@@ -190,18 +184,19 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         say(f"magnet demo: the paper's FTP case ({SIZE} B every {INTERVAL} s) for {seconds:g} s, "
-            f"captured, then replayed through {HOP.stacks} TCP stacks ({HOP.rate_mbps:g} Mb/s, "
-            f"{HOP.delay_ms:g} ms per hop)")
+            f"captured, then replayed through {CHAIN.stacks} TCP stacks")
+        say("  the chain: " + CHAIN.describe().replace("\n", "\n  "))
         say("1/4 capturing a real FTP-like transfer with the BPF capture (magnet capture) ...")
         demand, captured, source = get_demand(out, seconds)
         demand_path = demand_mod.write_demand(demand, out / "demand.magnet")
         say(f"2/4 demand ({source}): {len(demand)} writes, {demand.total_bytes} bytes, mean "
             f"{demand.size.mean():.0f} B every {np.diff(demand.time_ns).mean() / 1e9:.4f} s -> {demand_path}")
-        say(f"3/4 replaying it through {HOP.stacks} TCP stacks in ns-3 (offline re-replay, NewReno) ...")
-        ns3 = replay("ns-3", lambda: multistack.run_ns3(demand, out / "ns3", "offline", HOP, 1), out / "ns3")
-        say(f"4/4 replaying it through {HOP.stacks} real Linux TCP stacks (offline, veth pairs, "
-            "BPF capture of each wire) ...")
-        real = replay("real TCP", lambda: multistack.run_tcp(demand, out / "tcp", "offline", HOP,
+        say(f"3/4 replaying it through {CHAIN.stacks} TCP stacks in ns-3 (offline re-replay) ...")
+        ns3 = replay("ns-3", lambda: multistack.run_one("ns-3", "offline", demand, out / "ns3", CHAIN),
+                     out / "ns3")
+        say(f"4/4 replaying it through {CHAIN.stacks} real Linux TCP stacks (offline, namespaces "
+            "joined by the userspace link emulator, BPF capture of each wire) ...")
+        real = replay("real TCP", lambda: multistack.run_one("tcp", "offline", demand, out / "tcp", CHAIN,
                                                              progress=lambda line: say(f"  {line}")),
                       out / "tcp")
     except KeyboardInterrupt:

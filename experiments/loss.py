@@ -77,6 +77,19 @@ class Point:
         return 100.0 * self.lost / max(self.recorded + self.lost, 1)
 
 
+def percent_cell(v: float) -> str:
+    """A heat-map cell in plain percent: "0", "<0.1", "4.4", "67", "100" (no 1e+02)."""
+    if v != v:
+        return "–"
+    if v == 0:
+        return "0"
+    if v < 0.1:
+        return "<0.1"
+    if 99 < v < 100:
+        return ">99"
+    return f"{v:.1f}" if v < 10 else f"{v:.0f}"
+
+
 @dataclass
 class Lab:
     net: netns.Net
@@ -262,7 +275,8 @@ def figures(table: pd.DataFrame, df: pd.DataFrame, buffers: list[str], delays: l
         index=delays, columns=buffers)
     image = hm.imshow(grid_values.to_numpy(dtype=float), cmap="Reds", aspect="auto")
     for (i, j), v in np.ndenumerate(grid_values.to_numpy(dtype=float)):
-        hm.text(j, i, f"{v:.2g}", ha="center", va="center", fontsize=8)
+        hm.text(j, i, percent_cell(v), ha="center", va="center", fontsize=8,
+                color="white" if v > 60 else "black")
     hm.set_xticks(range(len(buffers)), buffers)
     hm.set_yticks(range(len(delays)), delays)
     hm.set_xlabel("kernel buffer")

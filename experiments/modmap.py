@@ -281,19 +281,20 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def changes(summary: pd.DataFrame, later: int = 3) -> pd.DataFrame:
-    """Per (engine, workload, setting): stack `later` against stack 1, in percent."""
+    """Per (engine, workload, setting): stack `later` against stack 1, in percent, and
+    what stacks 2..`later` did to their inputs (summed counters)."""
     first = summary[summary["stack"] == 1].set_index(KEYS)
     last = summary[summary["stack"] == later].set_index(KEYS)
+    after = summary[summary["stack"].between(2, later)].groupby(KEYS, sort=False)[
+        ["writes_split", "writes_coalesced", "submss_segments", "events", "retrans_bytes"]].sum()
     both = first.join(last, lsuffix="_1", rsuffix="_k", how="inner")
     out = pd.DataFrame({
         "size_pct": 100 * (both["mean_size_k"] / both["mean_size_1"] - 1),
         "gap_pct": 100 * (both["mean_gap_s_k"] / both["mean_gap_s_1"] - 1),
         "bw_pct": 100 * (both["throughput_bps_k"] / both["throughput_bps_1"] - 1),
         "size_1": both["mean_size_1"], "size_k": both["mean_size_k"],
-        "split_k": both["writes_split_k"], "coalesced_k": both["writes_coalesced_k"],
-        "submss_k": both["submss_segments_k"], "events_k": both["events_k"],
-        "retrans_k": both["retrans_bytes_k"],
-    }).reset_index()
+    }).join(after.add_prefix("later_"), how="left").reset_index()
+    out.attrs["later"] = later
     return out
 
 
@@ -324,21 +325,23 @@ def verdicts(change: pd.DataFrame, noise: dict) -> pd.DataFrame:
                     or abs(r.bw_pct) > max(BW_PCT, bw_n))
     out = change.copy()
     out["later_stacks_modulate"] = [modulates(r) for r in change.itertuples()]
-    out["mechanism"] = [mechanism(r) for r in change.itertuples()]
+    out["mechanism"] = [mechanism(r, change.attrs.get("later", 3)) for r in change.itertuples()]
     return out
 
 
-def mechanism(r) -> str:
-    """What stack k did to its input, from its counters (see magnetlib.segmentation)."""
-    events = max(r.events_k, 1)
+def mechanism(r, later: int = 3) -> str:
+    """What stacks 2..`later` did to their inputs, from their counters
+    (magnetlib.segmentation; retransmitted bytes from the senders' TCP)."""
+    events = max(r.later_events, 1)
     parts = []
-    if r.split_k / events > 0.05:
-        parts.append(f"splits {r.split_k:.0f} writes")
-    if r.coalesced_k / events > 0.05:
-        parts.append(f"coalesces into {r.coalesced_k:.0f} segments")
-    if r.retrans_k > 0:
-        parts.append(f"retransmits {r.retrans_k:.0f} B")
-    return ", ".join(parts) or "passes its input on as it came"
+    if r.later_writes_split / events > 0.05:
+        parts.append(f"split {r.later_writes_split:.0f} writes")
+    if r.later_writes_coalesced / events > 0.05:
+        parts.append(f"coalesce into {r.later_writes_coalesced:.0f} segments")
+    if r.later_retrans_bytes > 0:
+        parts.append(f"retransmit {r.later_retrans_bytes:.0f} B")
+    what = ", ".join(parts) or "pass their inputs on as they came"
+    return f"stacks 2-{later} {what}"
 
 
 # ---------------------------------------------------------------- figures ---
@@ -362,7 +365,7 @@ def heatmap(change: pd.DataFrame, workload: str):
     image = ax.imshow(np.clip(grid, -limit, limit), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
     for i in range(len(settings)):
         for j in range(len(cols)):
-            text = "–" if np.isnan(grid[i, j]) else f"{grid[i, j]:+.0f}"
+            text = "–" if np.isnan(grid[i, j]) else f"{int(round(grid[i, j])) + 0:+d}"
             ax.text(j, i, text, ha="center", va="center", fontsize=8)
     names = {"size_pct": "mean size", "gap_pct": "mean gap", "bw_pct": "bandwidth"}
     ax.set_xticks(range(len(cols)), [f"{e}\n{names[m]}" for e, m in cols], fontsize=8)
@@ -399,13 +402,17 @@ def per_stack(summary: pd.DataFrame, setting_names: list[str], workload: str = "
 
 
 # ----------------------------------------------------------------- write-up ---
-def closest(change: pd.DataFrame, engine: str) -> str | None:
-    """The setting whose stack 1 -> 3 change in size is nearest the paper's (-25 %)."""
-    part = change[(change["engine"] == engine) & (change["workload"] == "paper")]
+def closest(summary: pd.DataFrame, engine: str) -> str | None:
+    """The setting whose stacks 1-4 come nearest the paper's Table II: the least mean
+    |log ratio| of mean size and of mean gap over the stacks both have."""
+    part = summary[(summary["engine"] == engine) & (summary["workload"] == "paper")
+                   & summary["stack"].between(1, len(PAPER) - 1)]
     if part.empty:
         return None
-    paper = 100 * (PAPER[3][0] / PAPER[1][0] - 1)
-    return part.iloc[int(np.argmin(np.abs(part["size_pct"] - paper)))]["setting"]
+    size, gap = np.array(PAPER, float).T
+    distance = (np.abs(np.log(part["mean_size"] / size[part["stack"]]))
+                + np.abs(np.log(part["mean_gap_s"] / gap[part["stack"]])))
+    return distance.groupby(part["setting"]).mean().idxmin()
 
 
 def table_ii(summary: pd.DataFrame, engine: str, setting: str) -> str:
@@ -433,7 +440,7 @@ def findings(verdict: pd.DataFrame) -> str:
                          f"{SIZE_PCT:g} % in size, {GAP_PCT:g} % in gap or {BW_PCT:g} % in bandwidth.")
             continue
         items = [f"{r.setting} (size {r.size_pct:+.0f} %, gap {r.gap_pct:+.0f} %, bandwidth {r.bw_pct:+.0f} %; "
-                 f"stack 3 {r.mechanism})" for r in yes.itertuples()]
+                 f"{r.mechanism})" for r in yes.itertuples()]
         lines.append(head + "later stacks modulate in " + "; ".join(items) + ".")
     return "\n\n".join(lines)
 
@@ -455,9 +462,9 @@ def write_results(args, runs: pd.DataFrame, skipped: dict, failed: list[str]) ->
     body.append("## The paper's Table II beside the closest settings\n")
     shown = set()
     for engine in args.engines:
-        for setting in dict.fromkeys(["wan", closest(change, engine)]):
+        for setting in dict.fromkeys(["wan", closest(summary, engine)]):
             if setting and not summary[(summary["engine"] == engine) & (summary["setting"] == setting)].empty:
-                why = "the paper's conditions" if setting == "wan" else "nearest the paper's change in size"
+                why = "the paper's conditions" if setting == "wan" else "nearest the paper's sizes and gaps"
                 body.append(f"### {engine}, {setting} ({why})\n")
                 body.append(table_ii(summary, engine, setting) + "\n")
                 shown.add(setting)

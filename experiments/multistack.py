@@ -11,19 +11,19 @@ chain of --stacks TCP stacks in four ways, --runs times each:
 
   ns-3 offline   stack k+1's writes are the segments stack k put on its link
                  (`magnet replay ns3`), the paper's method;
-  ns-3 relay     one simulation, relays writing each read on at once (--live);
+  ns-3 relay     one simulation, relays writing each read on at once;
   tcp offline    real TCP, each stack a fresh connection over its own veth
                  pair, replaying what the previous one put on its wire
                  (`magnet replay tcp --mode offline`);
   tcp relay      real TCP, all stacks at once, joined by split-TCP relays.
 
-Every hop: 20 Mb/s, 30 ms one way (ns-3; real TCP: the link emulator,
-replay.linkem), a drop-tail queue of 100 packets, MSS 1448, Nagle on.
-The real stacks use the system's congestion control; ns-3 uses NewReno.
-Without ns-3 the ns-3 part is skipped; without root (network namespaces) the
-real-TCP part is; the output and the README say which and why.
+Every stack's path, in both engines (magnet.replay.engines, one Scenario):
+20 Mbit/s, 30 ms one way, a drop-tail queue of 100 packets, MTU 1500, CUBIC,
+Nagle on; real TCP crosses the userspace link emulator.  Without ns-3 the
+ns-3 part is skipped; without root (network namespaces) the real-TCP part is;
+the output and the README say which and why.
 
-Results in experiments/results/multistack/: README.md (Table II per demand,
+Results in --out (default ./magnet-results/multistack): README.md (Table II per demand,
 engine and mode beside the paper's row; figures), runs.csv (every stack of
 every run), summary.csv (mean and min-max over runs), PNG figures.
 """
@@ -40,7 +40,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from magnetlib import metrics, synth
+from magnet.replay import engines
+from magnet.replay.scenario import Path as NetPath
+from magnet.replay.scenario import Scenario
+from magnetlib import knobs, metrics, synth
 from magnetlib.demand import Demand
 from magnetlib.errors import TraceError
 
@@ -68,18 +71,17 @@ CASES = {
     "ftp": Case("ftp", "10 KB every 20 ms", "ftp", 20.0, 3.0),
     "paper": Case("paper", "3284 B every 0.124 s (Table II's application)", "ftp-paper", 60.0, 5.0),
 }
-# (engine, mode); ns-3's "relay" is its --live chain.
+# (engine, mode)
 CONFIGS = [("ns-3", "offline"), ("ns-3", "relay"), ("tcp", "offline"), ("tcp", "relay")]
 METRICS = ["events", "bytes", "mean_size", "p50_size", "mean_spacing_s", "p50_spacing_s",
            "cv_spacing", "throughput_bps", "bandwidth_vs_app_pct"]
 
 
-@dataclass
-class Hop:
-    """What every stack's path is: the same for both engines."""
-    rate_mbps: float = 20.0
-    delay_ms: float = 30.0
-    stacks: int = 4
+def scenario(stacks: int = 4, mode: str = "offline", seed: int = 1) -> Scenario:
+    """Every stack's path, the same in both engines: 20 Mbit/s, 30 ms one way, a queue of
+    100 packets, CUBIC with Nagle on."""
+    return Scenario(stacks=stacks, mode=mode, seed=seed,
+                    path=(NetPath(rate_bps=20_000_000, delay_ns=30_000_000, queue=knobs.Queue(100)),))
 
 
 @dataclass
@@ -88,59 +90,26 @@ class Outcome:
     series: list
     method: str
     notes: list
+    applied: str = ""        # what the engine applied (paths, TCP), in its own words
 
 
 # ----------------------------------------------------------- the engines ---
 def ns3_available() -> str | None:
     """Why ns-3 cannot run here (None: it can); builds ns3-app/ on first use."""
-    from magnet.replay import ns3
-    try:
-        ns3.build(quiet=True)
-    except TraceError as e:
-        return str(e)
-    return None
+    return engines.unavailable("ns-3")
 
 
 def tcp_available() -> str | None:
-    """Why the real-TCP chains cannot run here (None: they can)."""
-    from magnet.replay import tcp
-    try:
-        tcp.check_privileges(tcp.TcpOptions())
-    except TraceError as e:
-        return str(e)
-    return None
+    """Why the real-TCP chains cannot run here (None: it can)."""
+    return engines.unavailable("tcp")
 
 
-def run_ns3(demand: Demand, work: Path, mode: str, hop: Hop, seed: int) -> Outcome:
-    """The chain in ns-3 (replay/ns3.py); the series as `magnet replay ns3` tabulates them."""
-    from magnet.replay import inputs, ns3, report
-    work.mkdir(parents=True, exist_ok=True)
-    path = inputs.write_compact(demand, str(work / "demand.magnet"))
-    params = ns3.ChainParams(stacks=hop.stacks, rate=f"{hop.rate_mbps:g}Mbps",
-                             delay=f"{hop.delay_ms:g}ms", live=mode == "relay", seed=seed)
-    run = ns3.run_chain(path, work, params)
-    notes = [f"stack {s['stack']}: {s['late_writes']} writes waited for the send buffer"
-             for s in run.summary["stacks"] if s["late_writes"]]
-    return Outcome(report.chain_series(path, run.traces), "simulation", notes)
-
-
-def run_tcp(demand: Demand, work: Path, mode: str, hop: Hop, progress=lambda line: None) -> Outcome:
-    """The chain in real TCP (replay/tcp.py), names prefixed mgxm."""
-    from magnet.replay import tcp
-    from magnet.replay.scenario import Path as NetPath
-    from magnet.replay.scenario import Scenario
-    scenario = Scenario(stacks=hop.stacks, mode=mode,
-                        path=(NetPath(rate_bps=round(hop.rate_mbps * 1e6), delay_ns=round(hop.delay_ms * 1e6)),))
-    run = tcp.run_chain(demand, work, scenario, tcp.TcpOptions(family="mgxm"), progress=progress)
-    notes = list(run.notes) + [f"stack {s.k}: {note}" for s in run.stacks for note in s.notes]
-    return Outcome(run.series("send"), run.method, notes)
-
-
-def run_one(engine: str, mode: str, demand: Demand, work: Path, hop: Hop, seed: int,
+def run_one(engine: str, mode: str, demand: Demand, work: Path, chain: Scenario,
             progress=lambda line: None) -> Outcome:
-    if engine == "ns-3":
-        return run_ns3(demand, work, mode, hop, seed)
-    return run_tcp(demand, work, mode, hop, progress)
+    """One chain in one engine (magnet.replay.engines), as Table II's series."""
+    outcome = engines.run(engine, demand, chain.replace(mode=mode), work, progress)
+    notes = list(outcome.notes) + [f"stack {s.k}: {note}" for s in outcome.stacks for note in s.notes]
+    return Outcome(outcome.series(), outcome.method, notes, outcome.applied)
 
 
 # --------------------------------------------------------------- tables ---
@@ -209,24 +178,24 @@ def _pyplot():
 
 
 def bandwidth_figure(case: Case, chains: dict):
-    """Fig. 9 style: bandwidth of the application and each stack over time, one panel per
-    (engine, mode), the first run of each."""
+    """Fig. 9 style: bandwidth of the application and each stack over time, one column
+    per (engine, mode), one row per stack, all on one scale; the first run of each."""
+    from magnet.replay import report
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(chains), figsize=(4.2 * len(chains), 3.6), sharey=True, squeeze=False)
-    for ax, ((engine, mode), series) in zip(axes[0], chains.items()):
-        start = min(int(ns[0]) for _, ns, _ in series if len(ns))
-        span = max(int(ns[-1]) for _, ns, _ in series if len(ns)) - start
-        bin_s = max(span / 1e9 / 20, 0.25)      # 20 bins: a 1 s bin of the paper's case would hold 8 or 9 writes
-        edges = np.arange(0, span / 1e9 + bin_s, bin_s)
-        for label, ns, size in series:
-            per_bin, _ = np.histogram((ns - start) / 1e9, bins=edges, weights=size)
-            ax.step(edges[:-1], per_bin * 8 / bin_s / 1e6, where="post", label=label, linewidth=1)
-        ax.set_title(f"{engine} {mode}", fontsize=10)
-        ax.set_xlabel("time, s")
-        ax.set_ylim(bottom=0)
-    axes[0, 0].set_ylabel("bandwidth, Mb/s")
-    axes[0, 0].legend(fontsize=7)
+    rows = max(len(series) for series in chains.values())
+    fig, axes = plt.subplots(rows, len(chains), figsize=(3.6 * len(chains), 1.0 + 1.15 * rows),
+                             sharey=True, squeeze=False)
+    for col, ((engine, mode), series) in enumerate(chains.items()):
+        start, edges = report.time_bins(series)
+        for row, (label, ns, size) in enumerate(series):
+            report.bandwidth_panel(axes[row, col], label, ns, size, start, edges, f"C{row}")
+        axes[0, col].annotate(f"{engine} {mode}", (0.5, 1.32), xycoords="axes fraction", ha="center",
+                              fontsize=10)
+        axes[-1, col].set_xlabel(f"time, s (bins of {edges[1] - edges[0]:g} s)")
+    for row in range(rows):
+        axes[row, 0].set_ylabel("Mb/s")
     fig.suptitle(f"Effect of multiple TCP stacks: {case.title} (Fig. 9 style, run 1)", fontsize=11)
+    fig.tight_layout()
     return fig
 
 
@@ -305,7 +274,7 @@ def plan(args) -> tuple[list, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = options(argv)
-    hop = Hop(stacks=args.stacks)
+    chain = scenario(args.stacks)
     runs, skipped = plan(args)
     for line in skipped:
         print(f"multistack: {line}", file=sys.stderr)
@@ -314,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="mgxm-multistack-"))
     previous = signal.signal(signal.SIGTERM, _interrupt)        # clean up as for Ctrl-C
     try:
-        frames, chains, notes, failed = execute(runs, args, hop, work)
+        frames, chains, notes, failed = execute(runs, args, chain, work)
     except KeyboardInterrupt:
         print("multistack: interrupted (nothing written)", file=sys.stderr)
         return 130
@@ -324,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     if not frames:
         common.gate(False, "every run failed: " + "; ".join(failed))
-    write_results(args, hop, pd.concat(frames, ignore_index=True), chains, notes, skipped, failed)
+    write_results(args, chain, pd.concat(frames, ignore_index=True), chains, notes, skipped, failed)
     return 1 if failed else 0
 
 
@@ -332,7 +301,7 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def execute(runs, args, hop: Hop, work: Path):
+def execute(runs, args, chain: Scenario, work: Path):
     """Every run in turn (real TCP is timing-sensitive: nothing runs beside it)."""
     from tqdm import tqdm
     frames, chains, notes, failed = [], {}, {}, []
@@ -343,7 +312,7 @@ def execute(runs, args, hop: Hop, work: Path):
         where = work / f"{case.name}-{engine}-{mode}-{run + 1}"
         name = f"{engine} {mode} {case.name} run {run + 1}"
         try:
-            outcome = run_one(engine, mode, demand, where, hop, seed)
+            outcome = run_one(engine, mode, demand, where, chain.replace(seed=seed))
         except (TraceError, OSError) as e:
             failed.append(f"{name}: {e}")
             tqdm.write(f"multistack: {name} failed: {e}", file=sys.stderr)
@@ -360,13 +329,13 @@ def execute(runs, args, hop: Hop, work: Path):
     return frames, chains, notes, failed
 
 
-def write_results(args, hop: Hop, runs: pd.DataFrame, chains: dict, notes: dict,
+def write_results(args, chain: Scenario, runs: pd.DataFrame, chains: dict, notes: dict,
                   skipped: list[str], failed: list[str]) -> None:
     results = common.Results("multistack", args)
     results.table("runs", runs)
     summary = summarise(runs)
     results.table("summary", summary)
-    body = [intro(hop, skipped, failed)]
+    body = [intro(chain, skipped, failed)]
     for name, case in CASES.items():
         part = summary[summary["case"] == name]
         if part.empty:
@@ -384,7 +353,7 @@ def write_results(args, hop: Hop, runs: pd.DataFrame, chains: dict, notes: dict,
     print(f"multistack: results in {path.parent} (README.md, runs.csv, summary.csv, figures)")
 
 
-def intro(hop: Hop, skipped: list[str], failed: list[str]) -> str:
+def intro(chain: Scenario, skipped: list[str], failed: list[str]) -> str:
     lines = [
         "The paper's Table II (ALS 2001): an FTP application's writes (3284 B every 0.124 s on "
         "average) through successive TCP stacks, each stack's wire output the next one's input: "
@@ -394,19 +363,18 @@ def intro(hop: Hop, skipped: list[str], failed: list[str]) -> str:
         f"{PAPER_DROP_AFTER_THREE_PCT:+.0f}%. The paper's row stands beside both demands here, but "
         "belongs to its own FTP transfer (LANL to Dallas, Linux 2.4, a WAN).",
         "",
-        f"Each hop: {hop.rate_mbps:g} Mb/s, {hop.delay_ms:g} ms one way, a queue of 100 frames, "
-        "MSS 1448, Nagle on. ns-3 3.44: NewReno, point-to-point links, DropTail. Real TCP: "
-        "cubic, the link emulator (replay.linkem on TUN devices between network namespaces: "
-        "the rate, delay and drop-tail queue of each hop, in userspace), the paced "
-        "sender alone on one CPU; the wire of each stack from the BPF capture (DEV_SEND of the "
-        "sending socket; tcpdump where BPF is unavailable). Sizes are TCP payload bytes; a cell "
+        "The chain, the same in both engines: " + chain.describe().replace("\n", "; ") + ". "
+        "ns-3 3.44: point-to-point links. Real TCP: network namespaces joined through the userspace "
+        "link emulator (TUN devices), the paced sender alone on one CPU; the wire of each stack from "
+        "the BPF capture (DEV_SEND of the sending socket; tcpdump where BPF is unavailable). "
+        "Sizes are TCP payload bytes; a cell "
         "shows the mean over runs and, where runs differ, [min, max]. *vs app %* compares "
         "each stack's throughput over its span (first to last segment) with the application's: "
         "a stack that ends later (slow start, queueing) reads lower, more so in short runs.",
         "",
         "ns-3 without loss is deterministic: its runs come out identical (the seed drives only "
         "its loss model, off here, and --jitter, 0 by default); *ns-3 relay* is its live chain "
-        "(`magnet replay ns3 --live`).",
+        "(`magnet replay ns3 --mode relay`).",
         "",
         "This machine was shared with other studies running at the same time (2 cores): real-TCP "
         "timing carries that noise.",

@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from magnetlib.cli.common import parse_sockid
@@ -46,120 +47,135 @@ def _argtype(convert):
     return parse
 
 
-def _onoff(text: str) -> bool:
-    if text not in ("on", "off", "1", "0", "true", "false"):
-        raise ValueError(f"{text!r}: on or off")
-    return text in ("on", "1", "true")
+@dataclass(frozen=True)
+class Swept:
+    """One value of a --sweep: as given (it names the run) and as parsed."""
+    text: str
+    value: object
+
+    def __str__(self) -> str:
+        return self.text
 
 
-def sweep_keys():
-    """--sweep KEY -> (ChainParams field, converter)."""
-    from .ns3 import ns3_queue, ns3_rate, ns3_time
-    return {"rate": ("rate", ns3_rate), "delay": ("delay", ns3_time), "queue": ("queue", ns3_queue),
-            "tcp": ("tcp", str), "mss": ("mss", int), "stacks": ("stacks", int),
-            "loss": ("loss", float), "sndbuf": ("sndbuf", int), "rcvbuf": ("rcvbuf", int),
-            "nagle": ("nagle", _onoff), "live": ("live", _onoff)}
+def sweep_keys() -> dict:
+    """--sweep KEY -> (the argparse dest it sets, converter): the scenario's flags
+    and the ns-3 ones, KEY the flag's name without dashes (window-scaling or window_scaling)."""
+    from magnetlib import knobs
+
+    from . import scenario
+    keys = {"stacks": ("stacks", knobs.positive_count), "mode": ("mode", _mode),
+            "seed": ("seed", knobs.count), "cross": ("cross", _cross_list),
+            "new_data_only": ("new_data_only", knobs.onoff),
+            "start_offset": ("start_offset", knobs.duration)}
+    for flag, name, convert, *_ in scenario.PATH_FLAGS:
+        keys[_key(flag)] = (f"path_{name}", lambda text, convert=convert: (convert(text),))
+    for flag, name, convert, *_ in scenario.TCP_FLAGS:
+        keys[_key(flag)] = (f"tcp_{name}", convert)
+    return keys
+
+
+def _key(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _mode(text: str) -> str:
+    from .scenario import MODES
+    if text not in MODES:
+        raise ValueError(f"mode {text!r}: {' or '.join(MODES)}")
+    return text
+
+
+def _cross_list(text: str) -> list:
+    from .scenario import cross
+    return [] if text.strip().lower() == "none" else [cross(text)]
+
+
+def _swept(convert):
+    return lambda text: Swept(text, convert(text))
 
 
 def register_ns3(replayers) -> None:
-    from .ns3 import ChainParams, ns3_queue, ns3_rate, ns3_time
-    d = ChainParams()
+    from magnetlib import knobs
+
+    from . import scenario
     p = replayers.add_parser(
         "ns3", help="through N simulated TCP stacks in sequence (ns-3), the paper's Table II",
-        description="Replay DEMAND through N TCP stacks in ns-3, each over its own point-to-point "
-                    "link; stack k+1's writes are the segments stack k put on its link. Prints "
+        description="Replay DEMAND through N TCP stacks in ns-3, each over its own path (hops, a "
+                    "bottleneck with its queue, loss and jitter, an MTU, cross traffic); in offline "
+                    "mode stack k+1's writes are the segments stack k put on its wire. Prints "
                     "Table II and writes per-stack traces, table.csv and plots to --output.")
     add_demand_args(p)
-    p.add_argument("--stacks", type=int, default=d.stacks, help=f"TCP stacks (default {d.stacks})")
-    p.add_argument("--rate", type=_argtype(ns3_rate), default=d.rate,
-                   help=f"link rate, bit/s: 20e6, 20Mbps (default {d.rate})")
-    p.add_argument("--delay", type=_argtype(ns3_time), default=d.delay,
-                   help=f"one-way delay: 0.03 (s) or 30ms (default {d.delay})")
-    p.add_argument("--queue", type=_argtype(ns3_queue), default=d.queue,
-                   help=f"sender's DropTail queue, packets or bytes: 100p, 150000B (default {d.queue})")
-    p.add_argument("--mss", type=int, default=d.mss, help=f"TCP segment size (default {d.mss})")
-    p.add_argument("--tcp", default=d.tcp, help=f"ns-3 congestion control (default {d.tcp})")
-    p.add_argument("--sndbuf", type=int, default=d.sndbuf, help=f"send buffer (default {d.sndbuf})")
-    p.add_argument("--rcvbuf", type=int, default=d.rcvbuf, help=f"receive buffer (default {d.rcvbuf})")
-    p.add_argument("--loss", type=float, default=d.loss, help="packet loss rate per link (default 0)")
-    p.add_argument("--no-nagle", dest="nagle", action="store_false",
-                   help="disable Nagle's algorithm (on by default, as in Linux)")
-    p.add_argument("--live", action="store_true",
-                   help="relay live (each read written on at once) instead of the offline re-replay")
-    p.add_argument("--new-data-only", action="store_true",
+    scenario.add_arguments(p)
+    g = p.add_argument_group("ns-3 only")
+    g.add_argument("--new-data-only", action="store_true",
                    help="offline: leave retransmitted bytes out of the next stack's writes")
-    p.add_argument("--start-offset", type=_argtype(ns3_time), default=d.start_offset,
+    g.add_argument("--start-offset", type=knobs.arg(knobs.duration), default=0, metavar="TIME",
                    help="time from connection to the first write (default 0)")
-    p.add_argument("--seed", type=int, default=d.seed, help="random seed (loss model, synth)")
-    p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2",
-                   help=f"run every combination (keys: {', '.join(sweep_keys())}); repeatable")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    g.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2",
+                   help="run every combination; KEY is any flag above without its dashes "
+                        "(rate, loss, cross, cc, window-scaling, ..., new-data-only); repeatable")
+    g.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="sweep runs in parallel (default: CPUs)")
     p.set_defaults(func=cmd_replay_ns3)
 
 
-def _params(args):
-    from .ns3 import ChainParams
-    return ChainParams(stacks=args.stacks, rate=args.rate, delay=args.delay, queue=args.queue,
-                       mss=args.mss, tcp=args.tcp, sndbuf=args.sndbuf, rcvbuf=args.rcvbuf,
-                       loss=args.loss, nagle=args.nagle, live=args.live,
-                       new_data_only=args.new_data_only, start_offset=args.start_offset,
-                       seed=args.seed)
+def _chain(args):
+    """The Scenario and ns-3 options the parsed flags describe; ValueError names the problem."""
+    from . import ns3, scenario
+    return scenario.from_args(args), ns3.Ns3Options(new_data_only=args.new_data_only,
+                                                    start_offset_ns=args.start_offset)
 
 
 def cmd_replay_ns3(args) -> int:
     from . import inputs, ns3, sweep
     combos = [{}]
     if args.sweep:
-        keys = sweep_keys()
         try:
-            combos = sweep.parse(args.sweep, {k: conv for k, (_, conv) in keys.items()})
+            combos = sweep.parse(args.sweep, {k: _swept(conv) for k, (_, conv) in sweep_keys().items()})
         except ValueError as e:
             raise TraceError("--sweep", str(e).removeprefix("--sweep ")) from None
+    runs, keys = [], sweep_keys()
+    for combo in combos:
+        changed = argparse.Namespace(**vars(args))
+        for key, setting in combo.items():
+            setattr(changed, keys[key][0], setting.value)
+        try:
+            runs.append(_chain(changed))
+        except ValueError as e:
+            raise TraceError(sweep.label(combo) or "magnet replay ns3", str(e)) from None
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     demand = inputs.load_demand(args.demand, args.stream, args.duration, args.seed)
-    demand_path = inputs.write_compact(demand, str(out / "demand.magnet"))
+    demand_path = inputs.write_compact(demand, str(out / "demand.magnet"), source=args.demand)
     programs = ns3.build()
-    base = _params(args)
     if not args.sweep:
-        return _single_run(demand_path, out, base, programs, not args.no_plots)
-    keys = sweep_keys()
-    tasks = [(demand_path, str(out / sweep.slug(c)), base.replace(**{keys[k][0]: v for k, v in c.items()}),
-              programs, not args.no_plots) for c in combos]
+        return _single_run(demand_path, out, *runs[0], programs, not args.no_plots)
+    tasks = [(demand_path, str(out / sweep.slug(c)), chain, options, programs, not args.no_plots)
+             for c, (chain, options) in zip(combos, runs)]
     results = sweep.run_parallel(_sweep_task, tasks, args.jobs, desc="ns-3 runs")
     return _sweep_summary(combos, results, out)
 
 
-def _single_run(demand_path, out: Path, params, programs, plots: bool) -> int:
+def _single_run(demand_path, out: Path, chain, options, programs, plots: bool) -> int:
     from . import ns3, report
-    run = ns3.run_chain(demand_path, out, params, programs=programs)
+    run = ns3.run_chain(demand_path, out, chain, options, programs=programs)
     print(run.output, end="")
     series = report.chain_series(demand_path, run.traces)
     table, files = report.write_report(series, out, plots=plots)
     print()
     print(report.format_table(table))
-    _print_notes(run.summary)
+    for note in run.notes:
+        print(f"note: {note}")
     print(f"\nwrote {', '.join(str(p) for p in [*run.traces, *files, out / 'summary.json'])}")
     return 0
-
-
-def _print_notes(summary: dict) -> None:
-    for s in summary["stacks"]:
-        if s["late_writes"]:
-            print(f"note: stack {s['stack']}: {s['late_writes']} writes waited for TCP's send buffer "
-                  f"(at most {s['max_lag_ns'] / 1e9:.3f} s late)")
-        if s["dev_retrans"]:
-            print(f"note: stack {s['stack']}: {s['dev_retrans']} of {s['dev_send']} segments on the "
-                  f"wire were retransmissions")
 
 
 def _sweep_task(task) -> dict:
     """One sweep run in a worker process; errors come back as text (they do not pickle)."""
     from . import ns3, report
-    demand_path, out_dir, params, programs, plots = task
+    demand_path, out_dir, chain, options, programs, plots = task
     try:
-        run = ns3.run_chain(demand_path, out_dir, params, programs=programs)
+        run = ns3.run_chain(demand_path, out_dir, chain, options, programs=programs)
         table, _ = report.write_report(report.chain_series(demand_path, run.traces), out_dir,
                                        plots=plots)
         return {"table": table}
@@ -182,7 +198,7 @@ def _sweep_summary(combos: list[dict], results: list[dict], out: Path) -> int:
             continue
         table = result["table"]
         for key, value in reversed(combo.items()):
-            table.insert(0, key, value)
+            table.insert(0, key, str(value))
         frames.append(table)
     if frames:
         summary = pd.concat(frames, ignore_index=True)

@@ -37,7 +37,7 @@ class StackResult:
     ns: np.ndarray
     size: np.ndarray
     new_size: np.ndarray | None = None      # bytes never sent before, per segment (None: unknown)
-    rtt_ns: float | None = None              # the sender's smoothed RTT at the end
+    rtt_ns: float | None = None              # the sender's smoothed RTT, mean over the run
     retrans_bytes: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -104,7 +104,8 @@ def _run_ns3(demand: Demand, scenario: Scenario, out: Path, progress: Progress, 
     stacks = []
     for (_, ns, size), info in zip(series[1:], run.summary["stacks"]):
         stacks.append(StackResult(info["stack"], ns, size, run.new_bytes(info["stack"]),
-                                  info.get("srtt_last_ns"), int(info.get("tcp_retrans_bytes", 0))))
+                                  info.get("srtt_mean_ns") or info.get("srtt_last_ns"),
+                                  int(info.get("tcp_retrans_bytes", 0))))
     return Outcome("ns-3", scenario, "simulation", series[0][1], series[0][2], stacks,
                    list(run.notes), out, run.output)
 

@@ -63,7 +63,21 @@ def _synthetic(spec: str, duration_s: float, seed: int) -> Demand:
     return synth.WORKLOADS[name](**params)
 
 
-def write_compact(demand: Demand, path: str) -> str:
-    """The demand as the compact binary form the replayers read (one stream, sockid 1)."""
+# The compact form is a magnet trace: a write's size is a signed 32-bit field.
+COMPACT_MAX_WRITE = 2**31 - 1
+
+
+def write_compact(demand: Demand, path: str, source: str | None = None) -> str:
+    """The demand as the compact binary form the replayers read (one stream, sockid 1).
+
+    A write larger than the form holds is refused (TraceError naming `source`,
+    default `path`), never cut to its low 32 bits.
+    """
+    too_big = np.flatnonzero(demand.size > COMPACT_MAX_WRITE)
+    if len(too_big):
+        i = int(too_big[0])
+        raise TraceError(source or path, f"write {i + 1} is {int(demand.size[i])} bytes; the compact "
+                                         f"demand (a magnet trace) holds at most {COMPACT_MAX_WRITE} "
+                                         "bytes a write")
     one = Demand.from_arrays(demand.time_ns - demand.time_ns[0], demand.size, demand.direction)
     return demand_mod.write_demand(one, path)

@@ -1,9 +1,12 @@
 """Build and run the ns-3 side of magnet (ns3-app/) against ns-3 from PyPI.
 
     from magnet.replay import ns3
+    from magnet.replay.scenario import Scenario
     programs = ns3.build()            # compiled once, cached by a hash of sources, flags, ns-3
-    run = ns3.run_chain("demand.magnet", "out", ns3.ChainParams(stacks=4))
-    run.summary["stacks"][0]["bytes_received"]
+    run = ns3.run_chain("demand.magnet", "out", Scenario(stacks=4), ns3.Ns3Options())
+    run.traces                        # out/stack-K.magnet
+    run.stack(1)["srtt_mean_ns"], run.stack(1)["tcp_retrans_bytes"], run.new_bytes(1)
+    run.applied, run.notes            # what ns-3 applied; what a reader should know
 
 ns-3 comes from `pip install --no-deps ns3` (headers and shared libraries; the
 Python bindings are not needed).  MAGNET_NS3_ROOT points at another ns-3
@@ -23,12 +26,14 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from magnet import capture, ns3app
-from magnetlib import buildcache
+from magnetlib import buildcache, knobs
 from magnetlib.errors import TraceError
+
+from .scenario import Cross, Path as NetPath, Scenario
 
 APP_DIR = Path(ns3app.__file__).resolve().parent            # ns3-app/ in a checkout
 FORMAT_HEADER_DIR = Path(capture.__file__).resolve().parent  # capture/magnet_format.h
@@ -163,6 +168,7 @@ def _run_compiler(command: list[str], source: Path) -> None:
 
 
 # ------------------------------------------------------------ parameters ---
+# Kept for `magnet replay tcp`'s flags until they move to magnetlib.knobs.
 _NUMBER = r"(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)"
 _RATE_UNITS = {"": 1, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
 _TIME_UNITS = {"": 1e9, "s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1}
@@ -192,73 +198,144 @@ def _with_unit(value: int, units: list[tuple[int, str]]) -> str:
     return f"{value // scale}{name}"
 
 
-def ns3_queue(text: str) -> str:
-    """A queue size in packets ("100", "100p") or bytes ("150000B")."""
-    m = re.fullmatch(r"(\d+)\s*([pB]?)", text.strip())
-    if not m or int(m.group(1)) == 0:
-        raise ValueError(f"queue {text!r}: use packets (100 or 100p) or bytes (150000B)")
-    return f"{m.group(1)}{m.group(2) or 'p'}"
+@dataclass(frozen=True)
+class Ns3Options:
+    """The choices only the ns-3 engine has (the rest is the Scenario)."""
+    new_data_only: bool = False        # offline: retransmitted bytes are not carried on
+    start_offset_ns: int = 0           # connection established -> the demand's time zero
+    bulk_reference: bool = False       # also time BulkSendApplication moving the same bytes
+    no_trace: bool = False             # write no traces (benchmarks)
+    stream: int = 0                    # the demand file's stream (0: the only one)
+    cross_lead_ns: int = 1_000_000_000  # with cross traffic: it runs this long before the replay
+
+
+def _loss(loss: knobs.Loss) -> str:
+    if not loss.bursty:
+        return repr(loss.p)
+    return "ge:" + "/".join(repr(v) for v in (loss.p, loss.r, loss.bad, loss.good))
+
+
+def _queue(path: NetPath) -> str:
+    if path.queue.unit == "packets":
+        return f"{path.queue_packets}p"
+    return f"{path.queue_bytes}B"
+
+
+def _cross(c: Cross) -> str:
+    if c.kind == "tcp":
+        return f"tcp:{c.flows}"
+    if c.kind == "poisson":
+        return f"poisson:{c.share!r}/{c.packet_bytes}"
+    return f"pareto:{c.share!r}/{c.packet_bytes}/{c.on_ns}ns/{c.off_ns}ns"
+
+
+# magnet-chain's path flags: one value per stack, comma-separated.
+_PATH_ARGS = {
+    "rate": lambda p: f"{p.rate_bps}bps" if p.rate_bps else "none",
+    "delay": lambda p: f"{p.delay_ns}ns",
+    "queue": _queue,
+    "loss": lambda p: _loss(p.loss),
+    "jitter": lambda p: f"{p.jitter_ns}ns",
+    "hops": lambda p: str(p.hops),
+    "mtu": lambda p: str(p.mtu),
+}
+
+
+def chain_args(scenario: Scenario, options: Ns3Options = Ns3Options()) -> list[str]:
+    """The magnet-chain flags that run `scenario`: every knob, as ns-3 takes it."""
+    paths = [scenario.path_of(k) for k in range(1, scenario.stacks + 1)]
+    tcp = scenario.tcp
+    args = [f"--{flag}={','.join(fmt(p) for p in paths)}" for flag, fmt in _PATH_ARGS.items()]
+    if scenario.cross:
+        args.append(f"--cross={','.join(_cross(c) for c in scenario.cross)}")
+    values = {
+        "stacks": scenario.stacks, "mode": scenario.mode, "seed": scenario.seed,
+        "cc": knobs.cc_for("ns-3", tcp.cc), "nagle": tcp.nagle, "sack": tcp.sack,
+        "timestamps": tcp.timestamps, "windowScaling": tcp.window_scaling,
+        "delAckCount": tcp.delack_count or 0,
+        "delAckTimeout": f"{tcp.delack_timeout_ns}ns" if tcp.delack_timeout_ns is not None else "-1ns",
+        "mss": tcp.mss or 0, "sndbuf": tcp.sndbuf or 0, "rcvbuf": tcp.rcvbuf or 0,
+        "readSize": tcp.read_size, "newDataOnly": options.new_data_only,
+        "startOffset": f"{options.start_offset_ns}ns", "crossLead": f"{options.cross_lead_ns}ns",
+        "stream": options.stream, "bulkReference": options.bulk_reference, "noTrace": options.no_trace,
+    }
+    return args + [f"--{name}={int(v) if isinstance(v, bool) else v}" for name, v in values.items()]
 
 
 # ------------------------------------------------------------------- run ---
 @dataclass
-class ChainParams:
-    """One chained-stack scenario; values as ns-3 takes them ("20Mbps", "30ms", "100p")."""
-    stacks: int = 4
-    rate: str = "20Mbps"
-    delay: str = "30ms"
-    queue: str = "100p"
-    mss: int = 1448
-    tcp: str = "TcpNewReno"
-    sndbuf: int = 131072
-    rcvbuf: int = 131072
-    loss: float = 0.0
-    nagle: bool = True
-    live: bool = False
-    new_data_only: bool = False
-    start_offset: str = "0s"
-    read_size: int = 65536
-    seed: int = 1
-
-    ARGS = {"new_data_only": "newDataOnly", "start_offset": "startOffset",
-            "read_size": "readSize"}
-
-    def args(self) -> list[str]:
-        out = []
-        for name, value in asdict(self).items():
-            if isinstance(value, bool):
-                value = int(value)
-            out.append(f"--{self.ARGS.get(name, name)}={value}")
-        return out
-
-    def replace(self, **changes) -> "ChainParams":
-        values = asdict(self)
-        values.update(changes)
-        return ChainParams(**values)
-
-
-@dataclass
 class ChainRun:
+    """One run of magnet-chain: its summary.json, what it printed, its traces."""
     out_dir: Path
+    scenario: Scenario
+    options: Ns3Options
     summary: dict
-    output: str
+    output: str                                  # stdout: what was applied, then per-stack lines
     traces: list[Path] = field(default_factory=list)
+
+    @property
+    def applied(self) -> str:
+        """What ns-3 applied, in its words: the configuration the program printed."""
+        lines = self.output.splitlines()
+        end = next((i for i, line in enumerate(lines) if line.startswith("  demand:")), len(lines) - 1)
+        return "\n".join(lines[:end + 1])
+
+    def stack(self, k: int) -> dict:
+        """Stack k's entry of summary.json (1-based)."""
+        return self.summary["stacks"][k - 1]
+
+    def new_bytes(self, k: int):
+        """The new (never sent before) bytes of each data segment stack k put on its
+        wire, in the order of its trace's DEV_SEND records; None without traces."""
+        import numpy as np
+        path = self.stack(k).get("new_bytes")
+        return np.load(path).astype(np.int64) if path else None
+
+    @property
+    def notes(self) -> list[str]:
+        """What a reader of the table should know: late writes, retransmissions, drops, cross traffic."""
+        out = []
+        for s in self.summary["stacks"]:
+            k = s["stack"]
+            if s["late_writes"]:
+                out.append(f"stack {k}: {s['late_writes']} writes waited for TCP's send buffer "
+                           f"(at most {s['max_lag_ns'] / 1e9:.3f} s late)")
+            if s["dev_retrans"]:
+                out.append(f"stack {k}: {s['dev_retrans']} of {s['dev_send']} segments on the wire "
+                           f"were retransmissions ({s['tcp_retrans_bytes']} bytes)")
+            drops = s["bottleneck_queue_drops"] + s["bottleneck_loss_drops"]
+            if drops:
+                out.append(f"stack {k}: the bottleneck dropped {s['bottleneck_queue_drops']} packets "
+                           f"from its queue and lost {s['bottleneck_loss_drops']} on its link "
+                           f"({s['bottleneck_queue_drops_own'] + s['bottleneck_loss_drops_own']} "
+                           f"of them this stack's)")
+            if s["cross_ns"]:
+                rate = s["cross_bytes"] * 8 / (s["cross_ns"] / 1e9)
+                bottleneck = self.summary["config"]["paths"][k - 1]["rate_bps"]
+                out.append(f"stack {k}: cross traffic carried {knobs.fmt_rate(rate)}"
+                           + (f" ({rate / bottleneck:.0%} of the bottleneck)" if bottleneck else ""))
+            if s["srtt_mean_ns"] is not None:
+                out.append(f"stack {k}: the sender's smoothed RTT {s['srtt_mean_ns'] / 1e6:.1f} ms on "
+                           f"average, {s['srtt_last_ns'] / 1e6:.1f} ms at the end "
+                           f"(least sample {s['rtt_min_ns'] / 1e6:.1f} ms)")
+        return out
 
 
 def run_chain(demand_path: str | os.PathLike, out_dir: str | os.PathLike,
-              params: ChainParams | None = None, *, stream: int = 0, bulk_reference: bool = False,
-              no_trace: bool = False, programs: Programs | None = None) -> ChainRun:
-    """Run the chained-stack scenario; its traces and summary.json go to `out_dir`."""
-    params = params or ChainParams()
+              scenario: Scenario | None = None, options: Ns3Options | None = None, *,
+              programs: Programs | None = None) -> ChainRun:
+    """Run `scenario` in ns-3 on the demand in `demand_path` (a magnet trace, e.g.
+    inputs.write_compact's); traces, stack-K.new.npy and summary.json go to `out_dir`."""
+    scenario = scenario or Scenario()
+    options = options or Ns3Options()
     programs = programs or build()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    command = [str(programs.chain), f"--demand={os.fspath(demand_path)}", f"--out={out}",
-               f"--stream={stream}", *params.args()]
-    if bulk_reference:
-        command.append("--bulkReference=1")
-    if no_trace:
-        command.append("--noTrace=1")
+    try:
+        args = chain_args(scenario, options)
+    except ValueError as e:                       # e.g. a queue of 1bdp on a path with no rate
+        raise Ns3Error("scenario", str(e)) from None
+    command = [str(programs.chain), f"--demand={os.fspath(demand_path)}", f"--out={out}", *args]
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -269,7 +346,7 @@ def run_chain(demand_path: str | os.PathLike, out_dir: str | os.PathLike,
         raise Ns3Error(what, rest)
     summary = json.loads((out / "summary.json").read_text())
     traces = [Path(s["trace"]) for s in summary["stacks"] if s["trace"]]
-    return ChainRun(out, summary, proc.stdout, traces)
+    return ChainRun(out, scenario, options, summary, proc.stdout, traces)
 
 
 def run_tests(programs: Programs | None = None, *args: str) -> subprocess.CompletedProcess:

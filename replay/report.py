@@ -114,29 +114,41 @@ def round_bin(span_s: float, bins: int = 20) -> float:
     return fitting[-1] if fitting else ROUND_BINS_S[0]
 
 
-def plot_bandwidth(series: list[Series], path: str | os.PathLike, bin_s: float | None = None) -> Path:
-    """Fig. 9 style: bandwidth of each series over time, one panel per series on a
-    shared scale (identical stacks would hide each other on one axes), in round bins,
-    each with its mean over the series' span."""
-    plt = _pyplot()
+def bandwidth_panel(ax, label: str, ns: np.ndarray, size: np.ndarray, start: int, edges: np.ndarray,
+                    colour: str) -> None:
+    """One series' bandwidth in bins of `edges` (seconds from `start`), with its mean
+    over its own span as a dashed line."""
+    bin_s = edges[1] - edges[0]
+    per_bin, _ = np.histogram((ns - start) / 1e9, bins=edges, weights=size)
+    mbps = per_bin * 8 / bin_s / 1e6
+    ax.fill_between(edges[:-1], mbps, step="post", alpha=0.35, color=colour)
+    ax.step(edges[:-1], mbps, where="post", color=colour, linewidth=1)
+    mean = size.sum() * 8 / max((ns[-1] - ns[0]) / 1e9, bin_s) / 1e6 if len(ns) > 1 else 0.0
+    ax.axhline(mean, color="k", linestyle="--", linewidth=0.8)
+    ax.set_title(f"{label}: {mean:.3g} Mb/s over its span (dashed)", fontsize=8, loc="left")
+    ax.set_ylim(bottom=0)
+
+
+def time_bins(series: list[Series], bin_s: float | None = None) -> tuple[int, np.ndarray]:
+    """The common start (ns) and round bin edges (s) of a set of series."""
     start = min(int(ns[0]) for _, ns, _ in series if len(ns))
     end = max(int(ns[-1]) for _, ns, _ in series if len(ns))
     span_s = max((end - start) / 1e9, 1e-3)
     bin_s = bin_s or round_bin(span_s)
-    edges = np.arange(0, span_s + bin_s, bin_s)
+    return start, np.arange(0, span_s + bin_s, bin_s)
+
+
+def plot_bandwidth(series: list[Series], path: str | os.PathLike, bin_s: float | None = None) -> Path:
+    """Fig. 9 style: bandwidth of each series over time, one panel per series on a
+    shared scale (identical stacks would hide each other on one axes), in round bins."""
+    plt = _pyplot()
+    start, edges = time_bins(series, bin_s)
     fig, axes = plt.subplots(len(series), 1, figsize=(8, 1.2 + 1.3 * len(series)), sharex=True,
                              sharey=True, squeeze=False)
     for i, (ax, (label, ns, size)) in enumerate(zip(axes[:, 0], series)):
-        per_bin, _ = np.histogram((ns - start) / 1e9, bins=edges, weights=size)
-        mbps = per_bin * 8 / bin_s / 1e6
-        ax.fill_between(edges[:-1], mbps, step="post", alpha=0.35, color=f"C{i}")
-        ax.step(edges[:-1], mbps, where="post", color=f"C{i}", linewidth=1)
-        mean = size.sum() * 8 / max((ns[-1] - ns[0]) / 1e9, bin_s) / 1e6 if len(ns) > 1 else 0.0
-        ax.axhline(mean, color="k", linestyle="--", linewidth=0.8)
-        ax.set_title(f"{label}: {mean:.3g} Mb/s over its span (dashed)", fontsize=9, loc="left")
+        bandwidth_panel(ax, label, ns, size, start, edges, f"C{i}")
         ax.set_ylabel("Mb/s")
-        ax.set_ylim(bottom=0)
-    axes[-1, 0].set_xlabel(f"time, s (bins of {bin_s:g} s)")
+    axes[-1, 0].set_xlabel(f"time, s (bins of {edges[1] - edges[0]:g} s)")
     axes[-1, 0].set_xlim(0, edges[-1])
     fig.suptitle("Effect of multiple TCP stacks: bandwidth of each (Fig. 9 style)", fontsize=11)
     return _save(fig, plt, path)

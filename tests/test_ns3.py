@@ -6,6 +6,7 @@ session reuses them.  Without ns-3 or g++ these tests skip (fail under CI).
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import subprocess
 
@@ -17,7 +18,9 @@ from magnetlib import demand as demand_mod
 from magnetlib import synth
 from magnetlib.format import Clock, Event
 from magnet.replay import ns3, report
-from magnet.replay.ns3 import ChainParams
+from magnet.replay.ns3 import Ns3Options
+from magnet.replay.scenario import Path as NetPath, Scenario, Tcp, cross
+from magnetlib import knobs
 
 from .conftest import assert_clean_error, require, require_tool, run_magnet
 
@@ -56,7 +59,7 @@ def test_ns3_test_suite_passes(programs):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("PASS magnet-replay"), proc.stdout
-    assert sum(line.strip().startswith("PASS") for line in lines) == 6, proc.stdout
+    assert sum(line.strip().startswith("PASS") for line in lines) == 13, proc.stdout
     assert "FAIL" not in proc.stdout
 
 
@@ -73,7 +76,7 @@ def test_example_program_replays_a_demand_file(programs, ftp_demand, tmp_path):
 @pytest.fixture(scope="module")
 def offline_chain(programs, ftp_demand, tmp_path_factory):
     out = tmp_path_factory.mktemp("chain")
-    return ns3.run_chain(ftp_demand[1], out, ChainParams(stacks=3), programs=programs)
+    return ns3.run_chain(ftp_demand[1], out, Scenario(stacks=3), programs=programs)
 
 
 def test_outputs_parse_with_magnetlib(offline_chain):
@@ -112,13 +115,23 @@ def test_next_stack_writes_are_the_previous_stacks_wire(offline_chain):
         np.testing.assert_array_equal(writes.time_ns, wire_ns - wire_ns[0])
 
 
-def test_segments_fit_the_mss_on_a_fast_link(programs, ftp_demand, tmp_path):
-    run = ns3.run_chain(ftp_demand[1], tmp_path, ChainParams(stacks=1, rate="1Gbps", mss=1000),
-                        programs=programs)
-    _, _, size = report.trace_series(run.traces[0], "wire", "dev")
-    assert size.mean() <= 1000
-    assert size.max() == 1000                     # the MSS we set, not ns-3's 536
-    assert run.summary["config"]["tcp_settings"]["SegmentSize"] == "1000"
+def wire_sizes(run, k):
+    return report.trace_series(run.traces[k - 1], "wire", "dev")[2]
+
+
+def test_mss_follows_each_stacks_mtu(programs, ftp_demand, tmp_path):
+    fast = NetPath(rate_bps=10**9)
+    chain = Scenario(stacks=3, path=(fast, NetPath(rate_bps=10**9, mtu=576)))
+    run = ns3.run_chain(ftp_demand[1], tmp_path / "mtu", chain, programs=programs)
+    # MTU - 40 (IP, TCP) - 12 (the timestamp option), as Linux sends
+    assert [wire_sizes(run, k).max() for k in (1, 2, 3)] == [1448, 524, 524]
+    assert [p["mtu"] for p in run.summary["config"]["paths"]] == [1500, 576, 576]
+    assert [s["segment_size"] for s in run.summary["stacks"]] == [1448, 524, 524]
+    assert run.summary["conserved"] is True
+    # A smaller MSS is taken as TCP_MAXSEG is (at most the path's); without timestamps, all data.
+    plain = chain.replace(tcp=Tcp(mss=1000, timestamps=False))
+    run = ns3.run_chain(ftp_demand[1], tmp_path / "mss", plain, programs=programs)
+    assert [wire_sizes(run, k).max() for k in (1, 2, 3)] == [1000, 536, 536]
 
 
 def test_big_endian_extended_demand_replays_like_native(programs, ftp_demand, tmp_path):
@@ -128,7 +141,7 @@ def test_big_endian_extended_demand_replays_like_native(programs, ftp_demand, tm
     rec["event"], rec["size"] = Event.SOCK_SEND, d.size
     big = magnetlib.write(tmp_path / "big.magnet", rec, byteorder=">", clock_source=Clock.SYNTHETIC)
     assert magnetlib.open(big).meta.record_size == 144 and magnetlib.open(big).swapped
-    runs = [ns3.run_chain(p, tmp_path / name, ChainParams(stacks=1), programs=programs)
+    runs = [ns3.run_chain(p, tmp_path / name, Scenario(stacks=1), programs=programs)
             for name, p in (("native", native), ("big", big))]
     a, b = (report.trace_series(r.traces[0], "wire", "dev") for r in runs)
     np.testing.assert_array_equal(a[1], b[1])
@@ -137,7 +150,7 @@ def test_big_endian_extended_demand_replays_like_native(programs, ftp_demand, tm
 
 # --------------------------------------------------------- live, loss ---
 def test_live_relays_conserve_bytes(programs, ftp_demand, tmp_path):
-    run = ns3.run_chain(ftp_demand[1], tmp_path, ChainParams(stacks=3, live=True), programs=programs)
+    run = ns3.run_chain(ftp_demand[1], tmp_path, Scenario(stacks=3, mode="relay"), programs=programs)
     assert run.summary["conserved"] is True
     for before, after in zip(run.summary["stacks"], run.summary["stacks"][1:]):
         assert after["writes_due"] == before["reads"]       # each read written on
@@ -145,13 +158,17 @@ def test_live_relays_conserve_bytes(programs, ftp_demand, tmp_path):
 
 
 def test_loss_retransmits_and_the_wire_carries_them_on(programs, ftp_demand, tmp_path):
-    params = ChainParams(stacks=2, loss=0.02, seed=3)
-    every = ns3.run_chain(ftp_demand[1], tmp_path / "all", params, programs=programs).summary
-    fresh = ns3.run_chain(ftp_demand[1], tmp_path / "new", params.replace(new_data_only=True),
+    chain = Scenario(stacks=2, path=(NetPath(loss=knobs.loss("2%")),), seed=3)
+    every = ns3.run_chain(ftp_demand[1], tmp_path / "all", chain, programs=programs)
+    fresh = ns3.run_chain(ftp_demand[1], tmp_path / "new", chain, Ns3Options(new_data_only=True),
                           programs=programs).summary
     total = ftp_demand[0].total_bytes
-    first = every["stacks"][0]
+    first = every.stack(1)
     assert first["tcp_retrans"] > 0 and first["dev_retrans"] > 0
+    # the new-data sizes of the wire: what a new-data-only next stack is given
+    assert every.new_bytes(1).sum() == total
+    assert (every.new_bytes(1) < wire_sizes(every, 1)).sum() == first["dev_retrans"]
+    every = every.summary
     assert first["bytes_received"] == total                   # TCP repaired the loss
     # A capture of the link holds the retransmissions too, and so does the next demand ...
     assert every["stacks"][1]["bytes_due"] == first["dev_send_bytes"] > total
@@ -166,7 +183,8 @@ def test_cli_prints_table_ii_and_writes_csv_and_plots(programs, tmp_path):
     proc = run_magnet("replay", "ns3", "synth:ftp-paper", "--duration", "4", "--stacks", "2",
                       "--rate", "10e6", "--delay", "0.03", "-o", out, check=True)
     text = proc.stdout_text
-    assert "10Mbps, 30ms one-way" in text and "SegmentSize=1448" in text
+    assert "10Mbps bottleneck" in text and "30ms one way" in text, text
+    assert "segments of 1448 B" in text and "SocketType=ns3::TcpCubic" in text, text
     for label in ("Application", "1st TCP stack", "2nd TCP stack", "data size B", "spacing s"):
         assert label in text, text
     with open(out / "table.csv") as f:
@@ -182,29 +200,130 @@ def test_cli_prints_table_ii_and_writes_csv_and_plots(programs, tmp_path):
 def test_cli_sweep_runs_every_combination(programs, tmp_path):
     out = tmp_path / "sweep"
     proc = run_magnet("replay", "ns3", "synth:ftp", "--duration", "2", "--stacks", "1",
-                      "--sweep", "rate=10e6,50e6", "--sweep", "tcp=TcpNewReno,TcpCubic",
+                      "--sweep", "rate=10Mbps,50e6", "--sweep", "cc=newreno,TcpCubic",
                       "--no-plots", "--jobs", "2", "-o", out, check=True)
     with open(out / "sweep.csv") as f:
         rows = list(csv.DictReader(f))
-    assert {(r["rate"], r["tcp"]) for r in rows} == {
-        ("10Mbps", "TcpNewReno"), ("10Mbps", "TcpCubic"), ("50Mbps", "TcpNewReno"),
-        ("50Mbps", "TcpCubic")}
+    assert {(r["rate"], r["cc"]) for r in rows} == {
+        ("10Mbps", "newreno"), ("10Mbps", "TcpCubic"), ("50e6", "newreno"), ("50e6", "TcpCubic")}
     assert len(rows) == 8                                   # Application + 1 stack, 4 runs
     assert "TcpCubic" in proc.stdout_text
-    assert (out / "rate=50Mbps,tcp=TcpCubic" / "stack-1.magnet").exists()
+    run = out / "rate=50e6,cc=newreno"
+    assert (run / "stack-1.magnet").exists()
+    config = json.loads((run / "summary.json").read_text())["config"]
+    assert config["paths"][0]["rate_bps"] == 50_000_000 and config["tcp"]["cc"] == "TcpNewReno"
 
 
 def test_cli_bad_input_is_one_clear_line(programs, tmp_path):
     assert_clean_error(run_magnet("replay", "ns3", tmp_path / "missing.magnet", "-o", tmp_path),
                        "missing.magnet")
-    assert_clean_error(run_magnet("replay", "ns3", "synth:ftp", "--tcp", "TcpNope", "--duration", "1",
-                                  "-o", tmp_path), "unknown TCP variant 'TcpNope'")
+    assert_clean_error(run_magnet("replay", "ns3", "synth:ftp", "--cc", "TcpNope", "--duration", "1",
+                                  "-o", tmp_path), "congestion control 'TcpNope'")
     assert_clean_error(run_magnet("replay", "ns3", "synth:ftp", "--sweep", "colour=red",
                                   "-o", tmp_path), "unknown key 'colour'")
+    assert_clean_error(run_magnet("replay", "ns3", "synth:ftp", "--sweep", "loss=1%,lots",
+                                  "-o", tmp_path), "loss 'lots'")
     assert_clean_error(run_magnet("replay", "ns3", "synth:nope", "-o", tmp_path), "unknown workload")
+    assert_clean_error(run_magnet("replay", "ns3", "synth:ftp", "--rate", "none", "--queue", "1bdp",
+                                  "--duration", "1", "-o", tmp_path), "needs a rate")
+    assert_clean_error(run_magnet("replay", "ns3", "synth:ftp", "--mtu", "576", "--cross", "poisson:10%",
+                                  "--duration", "1", "-o", tmp_path), "do not fit the MTU 576")
     two = tmp_path / "two.csv"
     two.write_text("sockid,time_ns,direction,size\n1,0,send,10\n2,5,send,20\n")
     assert_clean_error(run_magnet("replay", "ns3", two, "-o", tmp_path), "--stream")
+
+
+def test_writes_of_2_31_bytes_and_more_are_refused_not_wrapped(programs, tmp_path):
+    """The compact demand ns-3 reads holds 32-bit sizes: 4294967396 bytes must not become 100."""
+    big = tmp_path / "big.csv"
+    big.write_text("sockid,time_ns,direction,size\n1,0,send,4294967396\n1,1000000,send,100\n")
+    proc = run_magnet("replay", "ns3", big, "--stacks", "1", "--no-plots", "-o", tmp_path / "o")
+    assert_clean_error(proc, "big.csv: write 1 is 4294967396 bytes")
+    assert not (tmp_path / "o" / "stack-1.magnet").exists()
+
+
+def test_ns3_lists_its_congestion_controls_when_one_is_missing(programs, ftp_demand, tmp_path):
+    proc = subprocess.run([str(programs.chain), f"--demand={ftp_demand[1]}", f"--out={tmp_path}",
+                           "--cc=TcpNope"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "unknown TCP variant 'TcpNope'" in proc.stderr
+    for name in ("TcpNewReno", "TcpLinuxReno", "TcpCubic", "TcpBbr"):
+        assert name in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------- paths ---
+def test_hops_share_the_delay_and_the_sender_measures_the_round_trip(programs, ftp_demand, tmp_path):
+    path = NetPath(rate_bps=100_000_000, delay_ns=30_000_000, hops=5, jitter_ns=4_000_000)
+    run = ns3.run_chain(ftp_demand[1], tmp_path, Scenario(stacks=1, path=(path,)), programs=programs)
+    config = run.summary["config"]["paths"][0]
+    assert config["hop_delays_ns"] == [6_000_000] * 5 and config["bottleneck_hop"] == 3
+    assert "5 hops of 6ms" in run.applied and "jitter up to 4ms" in run.applied
+    stack = run.stack(1)
+    # 60 ms there and back, plus serialisation and jitter (samples from timestamps: whole ms)
+    assert 60e6 <= stack["rtt_min_ns"] <= 62e6
+    assert 60e6 < stack["srtt_mean_ns"] < 70e6 + 200e6       # delayed ACKs are in the samples
+    with magnetlib.open(run.traces[0]) as trace:
+        ev = trace.column("event")[trace.header_len:]
+        ns = trace.column("timestamp")[trace.header_len:].astype(np.int64)
+    first_out, first_in = ns[ev == Event.DEV_SEND][0], ns[ev == Event.DEV_RECV][0]
+    assert 30e6 < first_in - first_out < 35e6                 # one way: the hops' delays add up
+
+
+def test_loss_at_the_bottleneck_bernoulli_and_bursty(programs, ftp_demand, tmp_path):
+    rates = {}
+    for text in ("2%", "ge:1%/25%"):                        # 2 %; 3.85 % in bursts of 4
+        chain = Scenario(stacks=1, path=(NetPath(loss=knobs.loss(text)),), seed=5)
+        s = ns3.run_chain(ftp_demand[1], tmp_path / text, chain, programs=programs).stack(1)
+        assert s["bytes_received"] == ftp_demand[0].total_bytes
+        rates[text] = s["bottleneck_loss_drops_own"] / s["dev_send"]
+    assert 0.01 < rates["2%"] < 0.03, rates
+    assert 0.015 < rates["ge:1%/25%"] < 0.07, rates      # few bursts in 2200 packets: wide
+
+
+def test_cross_traffic_shares_the_bottleneck(programs, ftp_demand, tmp_path):
+    quiet = ns3.run_chain(ftp_demand[1], tmp_path / "quiet", Scenario(stacks=1), programs=programs)
+    busy = {}
+    for text in ("tcp:2", "poisson:30%"):
+        chain = Scenario(stacks=1, cross=(cross(text),))
+        busy[text] = ns3.run_chain(ftp_demand[1], tmp_path / text, chain, programs=programs)
+    tcp, poisson = busy["tcp:2"].stack(1), busy["poisson:30%"].stack(1)
+    share = {k: r.stack(1)["cross_bytes"] * 8 / (r.stack(1)["cross_ns"] / 1e9) / 20e6 for k, r in busy.items()}
+    assert share["tcp:2"] > 0.7, share                     # the bulk flows take what is left
+    assert 0.25 < share["poisson:30%"] < 0.35, share
+    assert tcp["bottleneck_queue_drops"] > 0               # they fill its queue ...
+    assert tcp["srtt_mean_ns"] > quiet.stack(1)["srtt_mean_ns"] + 20e6   # ... which the replay waits in
+    for run in busy.values():
+        assert run.summary["conserved"] is True
+        assert run.stack(1)["connected_ns"] >= 1e9        # after the cross traffic's head start
+    assert "2 bulk TCP flows" in busy["tcp:2"].applied
+
+
+def test_a_connection_that_breaks_is_an_error_not_an_empty_table(programs, tmp_path):
+    # Almost every packet lost from the start (bursts of 10000): the SYN never gets through.
+    proc = run_magnet("replay", "ns3", "synth:ftp-paper", "--duration", "5", "--stacks", "1",
+                      "--loss", "ge:50%/0.01%", "--cross", "poisson:5%", "--no-plots", "-o", tmp_path)
+    assert_clean_error(proc, "stack 1 was given 134644 bytes, handed 0 to TCP and delivered 0 "
+                             "(connection to the sink failed)")
+
+
+def test_tcp_options_are_applied_and_stated(programs, ftp_demand, tmp_path):
+    tcp = Tcp(cc="reno", sack=False, timestamps=False, window_scaling=False, delack_count=3,
+              delack_timeout_ns=100_000_000, nagle=False, sndbuf=65536, rcvbuf=32768, read_size=1024)
+    run = ns3.run_chain(ftp_demand[1], tmp_path, Scenario(stacks=1, tcp=tcp), programs=programs)
+    settings = run.summary["config"]["tcp_settings"]
+    assert settings == {**settings, "SocketType": "ns3::TcpLinuxReno", "Sack": "false",
+                        "Timestamp": "false", "WindowScaling": "false", "DelAckCount": "3",
+                        "DelAckTimeout": "0.1s", "TcpNoDelay": "true", "SndBufSize": "65536",
+                        "RcvBufSize": "32768"}
+    for name in settings:
+        assert f"{name}={settings[name]}" in run.applied
+    stack = run.stack(1)
+    assert stack["segment_size"] == 1460 and wire_sizes(run, 1).max() == 1460
+    assert stack["bytes_received"] / stack["reads"] <= 1024
+    # and ns-3's own defaults come back for the next chain (Config::SetDefault persists)
+    again = ns3.run_chain(ftp_demand[1], tmp_path / "again", Scenario(stacks=1), programs=programs)
+    assert again.summary["config"]["tcp_settings"]["DelAckCount"] == "2"
+    assert again.summary["config"]["tcp_settings"]["DelAckTimeout"] == "0.2s"
 
 
 def test_missing_ns3_names_the_install_command(tmp_path, monkeypatch):

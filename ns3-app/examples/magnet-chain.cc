@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The successive-stack study (ALS 2001, Table II) in ns-3: an application's
- * demand through N TCP stacks in sequence, each over its own point-to-point
- * link, each written as a magnet trace (OUT/stack-K.magnet) with a summary
- * (OUT/summary.json).  `magnet replay ns3` builds and drives this program.
+ * demand through N TCP stacks in sequence, each over its own path (hops, a
+ * bottleneck, loss, jitter, MTU, cross traffic), each written as a magnet
+ * trace (OUT/stack-K.magnet, OUT/stack-K.new.npy: the new bytes of each
+ * segment on its wire) with a summary (OUT/summary.json).  `magnet replay
+ * ns3` builds and drives this program (replay/ns3.py).
  *
- *   magnet-chain --demand=ftp.magnet --stacks=4 --out=DIR [--rate=20Mbps --delay=30ms ...]
+ *   magnet-chain --demand=ftp.magnet --stacks=4 --out=DIR [--rate=20Mbps,10Mbps --delay=30ms ...]
+ *
+ * Path flags take one value per stack separated by commas, the last repeated.
  *
  * --bulkReference also moves each stack's bytes with ns-3's BulkSendApplication
  * over an identical link, to measure what the replay costs in comparison.
  */
 #include "magnet-chain-helper.h"
+#include "magnet-units.h"
 
 #include "ns3/command-line.h"
 #include "ns3/data-rate.h"
@@ -56,20 +61,58 @@ Quote(const std::string& s)
     return out.str();
 }
 
-void
-PrintConfig(const MagnetChainConfig& c, size_t writes, uint64_t bytes)
+std::string
+Bool(bool value)
 {
-    const MagnetLinkConfig& l = c.link;
+    return value ? "true" : "false";
+}
+
+std::string
+CrossLine(const MagnetChainConfig& c)
+{
+    std::string items;
+    for (const auto& x : c.cross)
+    {
+        items += (items.empty() ? "" : "; ") + x.Describe(c.PathOf(1).rateBps);
+    }
+    return "cross traffic on each bottleneck, from a node before it to one after it (the path's "
+           "round trip), from " + MagnetFormatTime(c.crossLead) + " before the replay connects: " + items;
+}
+
+void
+PrintConfig(const MagnetChain& chain, size_t writes, uint64_t bytes)
+{
+    const MagnetChainConfig& c = chain.GetConfig();
     std::cout << "ns-3 " MAGNET_NS3_VERSION ": " << c.stacks << " TCP stack(s) in sequence, "
-              << (c.live ? "live (relays write each read at once)"
+              << (c.live ? "relay (relays write each read at once)"
                          : "offline (stack k's wire output replayed as stack k+1's writes)")
-              << "\n  each link: point-to-point " << l.rate << ", " << l.delay
-              << " one-way, DropTail queue " << l.queue << ", loss " << l.loss << "\n  TCP:";
+              << "\n";
+    bool same = true;
+    for (uint32_t k = 2; k <= c.stacks; ++k)
+    {
+        same = same && chain.Describe(k) == chain.Describe(1);
+    }
+    for (uint32_t k = 1; k <= (same ? 1 : c.stacks); ++k)
+    {
+        std::cout << (same ? "  every path: " : "  stack " + std::to_string(k) + "'s path: ")
+                  << chain.Describe(k) << "\n";
+    }
+    if (!c.cross.empty())
+    {
+        std::cout << "  " << CrossLine(c) << "\n";
+    }
+    std::cout << "  TCP:";
     for (const auto& [name, value] : MagnetChain::TcpSettings())
     {
         std::cout << " " << name << "=" << value;
     }
     std::cout << "\n  demand: " << writes << " writes, " << bytes << " bytes\n";
+}
+
+std::string
+Nanoseconds(Time t, bool known = true)
+{
+    return known ? std::to_string(t.GetNanoSeconds()) : "null";
 }
 
 std::string
@@ -79,35 +122,89 @@ StackJson(const MagnetStackResult& r)
     const auto& c = r.counts;
     std::ostringstream j;
     j << "{\"stack\": " << r.stack << ", \"trace\": " << Quote(r.trace)
+      << ", \"bytes_given\": " << r.givenBytes << ", \"failure\": " << Quote(r.failure)
+      << ", \"new_bytes\": " << Quote(r.newBytes)
       << ", \"writes_due\": " << r.demandWrites << ", \"bytes_due\": " << r.demandBytes
       << ", \"send_calls\": " << a.sendCalls << ", \"bytes_sent\": " << a.bytesSent
       << ", \"late_writes\": " << a.lateWrites << ", \"max_lag_ns\": " << a.maxLag.GetNanoSeconds()
       << ", \"total_lag_ns\": " << a.totalLag.GetNanoSeconds()
       << ", \"connected_ns\": " << a.connected.GetNanoSeconds()
+      << ", \"segment_size\": " << r.segmentSize
       << ", \"tcp_send\": " << c.tcpSend << ", \"tcp_retrans\": " << c.tcpRetrans
       << ", \"tcp_retrans_bytes\": " << c.tcpRetransBytes << ", \"dev_send\": " << c.devSend
       << ", \"dev_send_bytes\": " << c.devSendBytes << ", \"dev_retrans\": " << c.devRetrans
       << ", \"dev_recv\": " << c.devRecv << ", \"dev_recv_bytes\": " << c.devRecvBytes
       << ", \"reads\": " << r.sinkReads << ", \"bytes_received\": " << r.sinkBytes
+      << ", \"srtt_mean_ns\": " << Nanoseconds(r.rtt.SrttMean(), r.rtt.srttUpdates > 0)
+      << ", \"srtt_last_ns\": " << Nanoseconds(r.rtt.srttLast, r.rtt.srttUpdates > 0)
+      << ", \"rtt_min_ns\": " << Nanoseconds(r.rtt.sampleMin, r.rtt.samples > 0)
+      << ", \"rtt_samples\": " << r.rtt.samples
+      << ", \"bottleneck_queue_drops\": " << c.queueDrops
+      << ", \"bottleneck_queue_drops_own\": " << c.queueDropsOwn
+      << ", \"bottleneck_loss_drops\": " << c.lossDrops
+      << ", \"bottleneck_loss_drops_own\": " << c.lossDropsOwn
+      << ", \"cross_bytes\": " << r.crossBytes << ", \"cross_ns\": " << r.crossTime.GetNanoSeconds()
       << ", \"wall_s\": " << r.cost.wallSeconds << ", \"cpu_s\": " << r.cost.cpuSeconds << "}";
     return j.str();
 }
 
 std::string
-ConfigJson(const MagnetChainConfig& c)
+PathJson(const MagnetChain& chain, uint32_t k)
 {
-    const MagnetLinkConfig& l = c.link;
+    const MagnetChainConfig& c = chain.GetConfig();
+    const MagnetPathConfig& p = c.PathOf(k);
+    std::ostringstream j;
+    j << "{\"stack\": " << k << ", \"rate_bps\": " << p.rateBps
+      << ", \"delay_ns\": " << p.delay.GetNanoSeconds() << ", \"hop_delays_ns\": [";
+    for (uint32_t h = 0; h < p.hops; ++h)
+    {
+        j << (h ? ", " : "") << p.HopDelay(h).GetNanoSeconds();
+    }
+    j << "], \"hops\": " << p.hops << ", \"bottleneck_hop\": " << p.Bottleneck() + 1
+      << ", \"queue\": " << Quote(p.queue) << ", \"loss\": {\"p\": " << p.loss.p
+      << ", \"r\": " << (p.loss.Bursty() ? std::to_string(p.loss.r) : "null")
+      << ", \"bad\": " << p.loss.bad << ", \"good\": " << p.loss.good
+      << ", \"mean\": " << p.loss.Mean() << "}, \"jitter_ns\": " << p.jitter.GetNanoSeconds()
+      << ", \"mtu\": " << p.mtu << ", \"mss\": " << c.tcp.Mss(p.mtu)
+      << ", \"segment_size\": " << c.tcp.SegmentSize(p.mtu)
+      << ", \"description\": " << Quote(chain.Describe(k)) << "}";
+    return j.str();
+}
+
+std::string
+ConfigJson(const MagnetChain& chain)
+{
+    const MagnetChainConfig& c = chain.GetConfig();
+    const MagnetTcpConfig& t = c.tcp;
     std::ostringstream j;
     j << "{\"ns3_version\": " << Quote(MAGNET_NS3_VERSION) << ", \"stacks\": " << c.stacks
-      << ", \"mode\": " << Quote(c.live ? "live" : "offline")
-      << ", \"rate\": " << Quote(l.rate) << ", \"rate_bps\": " << DataRate(l.rate).GetBitRate()
-      << ", \"delay\": " << Quote(l.delay) << ", \"delay_ns\": " << Time(l.delay).GetNanoSeconds()
-      << ", \"queue\": " << Quote(l.queue) << ", \"mss\": " << l.mss << ", \"tcp\": " << Quote(l.tcp)
-      << ", \"sndbuf\": " << l.sndBuf << ", \"rcvbuf\": " << l.rcvBuf << ", \"loss\": " << l.loss
-      << ", \"new_data_only\": " << (c.newDataOnly ? "true" : "false")
-      << ", \"start_offset_ns\": " << c.startOffset.GetNanoSeconds()
-      << ", \"read_size\": " << c.readSize << ", \"seed\": " << c.seed
-      << ", \"nagle\": " << (l.nagle ? "true" : "false") << ", \"tcp_settings\": {";
+      << ", \"mode\": " << Quote(c.live ? "relay" : "offline") << ", \"paths\": [";
+    for (uint32_t k = 1; k <= c.stacks; ++k)
+    {
+        j << (k > 1 ? ", " : "") << PathJson(chain, k);
+    }
+    j << "], \"cross\": [";
+    for (size_t i = 0; i < c.cross.size(); ++i)
+    {
+        const auto& x = c.cross[i];
+        static const char* kinds[] = {"tcp", "poisson", "pareto"};
+        j << (i ? ", " : "") << "{\"kind\": " << Quote(kinds[static_cast<int>(x.kind)])
+          << ", \"flows\": " << x.flows << ", \"share\": " << x.share
+          << ", \"packet_bytes\": " << x.packetBytes << ", \"on_ns\": " << x.on.GetNanoSeconds()
+          << ", \"off_ns\": " << x.off.GetNanoSeconds()
+          << ", \"description\": " << Quote(x.Describe(c.PathOf(1).rateBps)) << "}";
+    }
+    j << "], \"cross_lead_ns\": " << (c.cross.empty() ? 0 : c.crossLead.GetNanoSeconds())
+      << ", \"tcp\": {\"cc\": " << Quote(t.cc) << ", \"nagle\": " << Bool(t.nagle)
+      << ", \"sack\": " << Bool(t.sack) << ", \"timestamps\": " << Bool(t.timestamps)
+      << ", \"window_scaling\": " << Bool(t.windowScaling)
+      << ", \"delack_count\": " << t.delAckCount << ", \"delack_timeout_ns\": "
+      << Nanoseconds(t.delAckTimeout, !t.delAckTimeout.IsStrictlyNegative())
+      << ", \"mss\": " << t.mss << ", \"sndbuf\": " << t.sndBuf << ", \"rcvbuf\": " << t.rcvBuf
+      << ", \"read_size\": " << t.readSize << "}"
+      << ", \"new_data_only\": " << Bool(c.newDataOnly)
+      << ", \"start_offset_ns\": " << c.startOffset.GetNanoSeconds() << ", \"seed\": " << c.seed
+      << ", \"tcp_settings\": {";
     const char* sep = "";
     for (const auto& [name, value] : MagnetChain::TcpSettings())
     {
@@ -125,11 +222,11 @@ Conserved(const std::vector<MagnetStackResult>& results)
     bool ok = true;
     for (const auto& r : results)
     {
-        if (r.app.bytesSent != r.demandBytes || r.sinkBytes != r.demandBytes)
+        if (r.app.bytesSent != r.givenBytes || r.sinkBytes != r.givenBytes)
         {
-            std::cerr << "magnet-chain: stack " << r.stack << " was given " << r.demandBytes
+            std::cerr << "magnet-chain: stack " << r.stack << " was given " << r.givenBytes
                       << " bytes, handed " << r.app.bytesSent << " to TCP and delivered "
-                      << r.sinkBytes << "\n";
+                      << r.sinkBytes << (r.failure.empty() ? "" : " (" + r.failure + ")") << "\n";
             ok = false;
         }
     }
@@ -146,38 +243,104 @@ struct Options
     bool noTrace{false};
 };
 
+/** The path flags, one value per stack separated by commas (the last repeated). */
+struct PathFlags
+{
+    std::string rate{"20Mbps"};
+    std::string delay{"30ms"};
+    std::string queue{"100p"};
+    std::string loss{"0"};
+    std::string jitter{"0s"};
+    std::string hops{"1"};
+    std::string mtu{"1500"};
+
+    std::vector<MagnetPathConfig> Paths() const
+    {
+        std::vector<std::vector<std::string>> lists;
+        size_t stacks = 1;
+        for (const auto* text : {&rate, &delay, &queue, &loss, &jitter, &hops, &mtu})
+        {
+            lists.push_back(MagnetSplit(*text, ','));
+            stacks = std::max(stacks, lists.back().size());
+        }
+        std::vector<MagnetPathConfig> paths(stacks);
+        for (size_t k = 0; k < stacks; ++k)
+        {
+            auto value = [&](size_t flag) { return lists[flag][std::min(k, lists[flag].size() - 1)]; };
+            MagnetPathConfig& p = paths[k];
+            p.rateBps = MagnetRate(value(0), "--rate");
+            p.delay = MagnetTime(value(1), "--delay");
+            p.queue = value(2);
+            p.loss = MagnetLossConfig::Parse(value(3));
+            p.jitter = MagnetTime(value(4), "--jitter");
+            p.hops = MagnetCount(value(5), "--hops");
+            p.mtu = MagnetCount(value(6), "--mtu");
+        }
+        return paths;
+    }
+};
+
 Options
 Parse(int argc, char* argv[])
 {
     Options o;
     MagnetChainConfig& c = o.chain;
-    MagnetLinkConfig& l = c.link;
-    bool live = false;
+    MagnetTcpConfig& t = c.tcp;
+    PathFlags path;
+    std::string mode = "offline";
+    std::string cross;
+    std::string delAckTimeout = "-1ns";
     bool newDataOnly = false;
     CommandLine cmd(__FILE__);
     cmd.AddValue("demand", "the demand: a magnet trace (its SOCK_SEND stream)", o.demand);
     cmd.AddValue("stream", "sockid of the stream to replay (0: the only one)", o.stream);
     cmd.AddValue("stacks", "number of TCP stacks in sequence", c.stacks);
-    cmd.AddValue("rate", "link rate of each stack", l.rate);
-    cmd.AddValue("delay", "one-way delay of each link", l.delay);
-    cmd.AddValue("queue", "sender device DropTail queue size (e.g. 100p)", l.queue);
-    cmd.AddValue("mss", "TCP segment size, bytes", l.mss);
-    cmd.AddValue("tcp", "TCP congestion control (TcpNewReno, TcpCubic, ...)", l.tcp);
-    cmd.AddValue("sndbuf", "TCP send buffer, bytes", l.sndBuf);
-    cmd.AddValue("rcvbuf", "TCP receive buffer, bytes", l.rcvBuf);
-    cmd.AddValue("loss", "packet loss rate on each link", l.loss);
-    cmd.AddValue("nagle", "Nagle's algorithm (Linux's default; ns-3's is off)", l.nagle);
-    cmd.AddValue("live", "relay live instead of replaying each stack's wire offline", live);
+    cmd.AddValue("mode", "offline (stack k+1 replays stack k's wire) or relay", mode);
+    cmd.AddValue("rate", "bottleneck rate per stack (20Mbps; 0 or none: no bottleneck)", path.rate);
+    cmd.AddValue("delay", "one-way delay of each stack's path", path.delay);
+    cmd.AddValue("queue", "the bottleneck's DropTail queue (100p or 150000B)", path.queue);
+    cmd.AddValue("loss", "random loss at the bottleneck: 0.01, or ge:P/R[/BAD[/GOOD]]", path.loss);
+    cmd.AddValue("jitter", "extra delay per packet at the bottleneck, up to this, order kept", path.jitter);
+    cmd.AddValue("hops", "links in each path, the middle one the bottleneck", path.hops);
+    cmd.AddValue("mtu", "MTU of each path", path.mtu);
+    cmd.AddValue("cross", "cross traffic, comma-separated: tcp:N, poisson:SHARE[/BYTES], "
+                          "pareto:SHARE[/BYTES/ON/OFF]", cross);
+    cmd.AddValue("crossLead", "with cross traffic: how long it runs before the replay connects", c.crossLead);
+    cmd.AddValue("cc", "congestion control (TcpNewReno, TcpLinuxReno, TcpCubic, TcpBbr, ...)", t.cc);
+    cmd.AddValue("nagle", "Nagle's algorithm (Linux's default; ns-3's is off)", t.nagle);
+    cmd.AddValue("sack", "selective acknowledgements", t.sack);
+    cmd.AddValue("timestamps", "TCP timestamps", t.timestamps);
+    cmd.AddValue("windowScaling", "window scaling", t.windowScaling);
+    cmd.AddValue("delAckCount", "segments per delayed ACK (0: ns-3's default)", t.delAckCount);
+    cmd.AddValue("delAckTimeout", "delayed-ACK timeout (negative: ns-3's default)", delAckTimeout);
+    cmd.AddValue("mss", "TCP MSS as TCP_MAXSEG (0: each path's MTU - 40)", t.mss);
+    cmd.AddValue("sndbuf", "TCP send buffer, bytes (0: ns-3's default)", t.sndBuf);
+    cmd.AddValue("rcvbuf", "TCP receive buffer, bytes (0: ns-3's default)", t.rcvBuf);
+    cmd.AddValue("readSize", "bytes per read at the sinks", t.readSize);
     cmd.AddValue("newDataOnly", "offline: leave retransmitted bytes out of the next demand", newDataOnly);
     cmd.AddValue("startOffset", "time from connection to the demand's time zero", c.startOffset);
-    cmd.AddValue("readSize", "bytes per read at the sinks", c.readSize);
-    cmd.AddValue("seed", "random seed (loss model)", c.seed);
+    cmd.AddValue("seed", "random seed (loss, jitter, cross traffic)", c.seed);
     cmd.AddValue("out", "directory for stack-K.magnet and summary.json", c.outDir);
     cmd.AddValue("noTrace", "write no traces (benchmarking)", o.noTrace);
     cmd.AddValue("bulkReference", "also time BulkSendApplication moving the same bytes", o.bulkReference);
     cmd.Parse(argc, argv);
-    c.live = live;
+    if (mode != "offline" && mode != "relay")
+    {
+        throw std::invalid_argument("--mode '" + mode + "': offline or relay");
+    }
+    c.live = mode == "relay";
     c.newDataOnly = newDataOnly;
+    c.paths = path.Paths();
+    for (const auto& item : cross.empty() ? std::vector<std::string>{} : MagnetSplit(cross, ','))
+    {
+        c.cross.push_back(MagnetCrossConfig::Parse(item));
+    }
+    TimeValue timeout;
+    if (!timeout.DeserializeFromString(delAckTimeout, MakeTimeChecker()))
+    {
+        throw std::invalid_argument("--delAckTimeout '" + delAckTimeout + "' is not a time");
+    }
+    t.delAckTimeout = timeout.Get();
     if (o.demand.empty() || c.outDir.empty())
     {
         throw std::invalid_argument("--demand and --out are required");
@@ -205,7 +368,7 @@ Main(int argc, char* argv[])
     uint64_t bytes = MagnetDemandBytes(demand);
     MagnetChain chain(o.chain);
     chain.ApplyDefaults();
-    PrintConfig(o.chain, writes, bytes);
+    PrintConfig(chain, writes, bytes);
 
     ResetPeakRss();
     auto start = std::chrono::steady_clock::now();
@@ -241,7 +404,7 @@ Main(int argc, char* argv[])
     }
     bool conserved = Conserved(results);
     std::ofstream json(o.summary + ".tmp");
-    json << "{\"config\": " << ConfigJson(o.chain) << ", \"demand_writes\": " << writes
+    json << "{\"config\": " << ConfigJson(chain) << ", \"demand_writes\": " << writes
          << ", \"demand_bytes\": " << bytes << ", \"wall_s\": " << wall
          << ", \"peak_rss\": " << peak << ", \"conserved\": " << (conserved ? "true" : "false")
          << bulk.str() << ", \"stacks\": [";

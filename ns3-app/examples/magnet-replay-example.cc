@@ -72,7 +72,7 @@ main(int argc, char* argv[])
     auto sink = DynamicCast<MagnetSinkApplication>(sinks.Install(nodes.Get(1)).Get(0));
 
     MagnetStackRecorder recorder(tracePath, 1, "magnet-replay-example: " + rate + ", " + delay);
-    recorder.Attach(app, devices.Get(0), devices.Get(1), sink);
+    recorder.Attach(app, devices.Get(0), devices.Get(1), sink, 9);
     Simulator::Run();
     recorder.Close();
 

@@ -2,51 +2,62 @@
 #ifndef MAGNET_CHAIN_HELPER_H
 #define MAGNET_CHAIN_HELPER_H
 
+#include "magnet-path-helper.h"
 #include "magnet-replay-application.h"
 #include "magnet-stack-recorder.h"
 
 #include "ns3/ipv4-address-helper.h"
-#include "ns3/ipv4-interface-container.h"
-#include "ns3/net-device-container.h"
 #include "ns3/node.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace ns3
 {
 
-/** One TCP stack's link and socket settings. */
-struct MagnetLinkConfig
+/** The TCP every stack runs (magnet.replay.scenario.Tcp); 0 or negative: ns-3's default. */
+struct MagnetTcpConfig
 {
-    std::string rate{"20Mbps"};     //!< link rate (the bottleneck)
-    std::string delay{"30ms"};      //!< one-way propagation delay
-    std::string queue{"100p"};      //!< the sender device's DropTail queue (no queue disc)
-    uint32_t mss{1448};             //!< TCP segment size (payload bytes)
-    std::string tcp{"TcpNewReno"};  //!< congestion control
-    uint32_t sndBuf{131072};        //!< TCP send buffer, bytes
-    uint32_t rcvBuf{131072};        //!< TCP receive buffer, bytes
-    double loss{0};                 //!< packet loss rate on the link (receiver's error model)
-    bool nagle{true};               //!< Nagle's algorithm, as Linux has it unless TCP_NODELAY
+    std::string cc{"TcpCubic"}; //!< an ns-3 TcpCongestionOps (TcpNewReno, TcpLinuxReno, TcpCubic, ...)
+    bool nagle{true};           //!< as Linux has it unless TCP_NODELAY (ns-3's default is off)
+    bool sack{true};
+    bool timestamps{true};
+    bool windowScaling{true};
+    uint32_t delAckCount{0};    //!< segments per delayed ACK
+    Time delAckTimeout{NanoSeconds(-1)}; //!< negative: ns-3's default
+    uint32_t mss{0};            //!< TCP's MSS as Linux's TCP_MAXSEG; 0: each path's MTU - 40
+    uint32_t sndBuf{0};         //!< SO_SNDBUF, bytes
+    uint32_t rcvBuf{0};         //!< SO_RCVBUF, bytes
+    uint32_t readSize{65536};   //!< the receiving application's read buffer
+
+    /** The MSS on a path of this MTU: the given one, at most MTU - 40 (IP and TCP headers). */
+    uint32_t Mss(uint32_t mtu) const;
+    /** TCP payload per full segment (ns-3's SegmentSize): the MSS less 12 with timestamps. */
+    uint32_t SegmentSize(uint32_t mtu) const;
 };
 
 /** The successive-stack study: how N TCP stacks in sequence modulate a demand. */
 struct MagnetChainConfig
 {
-    MagnetLinkConfig link;
+    std::vector<MagnetPathConfig> paths{MagnetPathConfig()}; //!< per stack, the last repeated
+    MagnetTcpConfig tcp;
+    std::vector<MagnetCrossConfig> cross; //!< on every stack's bottleneck
     uint32_t stacks{4};
     /**
      * false (offline, as the paper's Table II): stack k runs alone, then the
-     * data segments it put on its link become stack k+1's writes (sizes and
-     * times).  true (live): relay nodes in one simulation write each read
+     * data segments it put on its wire become stack k+1's writes (sizes and
+     * times).  true (relay): relay nodes in one simulation write each read
      * they get from stack k into stack k+1 at once.
      */
     bool live{false};
-    bool newDataOnly{false}; //!< offline: drop retransmitted bytes from the next demand
-    Time startOffset;        //!< connection established -> demand time zero
-    uint32_t readSize{65536};
+    bool newDataOnly{false};   //!< offline: drop retransmitted bytes from the next demand
+    Time startOffset;          //!< connection established -> demand time zero
+    Time crossLead{Seconds(1)}; //!< with cross traffic: it runs this long before the replay connects
     uint32_t seed{1};
     std::string outDir; //!< stack-K.magnet traces go here; empty: none written
+
+    const MagnetPathConfig& PathOf(uint32_t k) const; //!< stack k's path (1-based)
 };
 
 /** What a simulation cost: wall seconds, and CPU seconds (less disturbed by other work). */
@@ -60,17 +71,24 @@ struct MagnetCost
 struct MagnetStackResult
 {
     uint32_t stack{0};
+    uint64_t givenBytes{0};   //!< the bytes of the demand this stack was given (relay: to relay)
     uint64_t demandWrites{0};
     uint64_t demandBytes{0};
     MagnetReplayApplication::Stats app;
     MagnetStackCounts counts;
+    MagnetRttStats rtt;       //!< the sender's
+    uint32_t segmentSize{0};  //!< TCP payload of a full segment on this stack's path
+    uint64_t crossBytes{0};   //!< cross traffic delivered across the bottleneck
+    Time crossTime;           //!< ... in this much time
     uint64_t sinkBytes{0};
     uint64_t sinkReads{0};
     MagnetCost cost; //!< offline: this stack's simulation; live: the whole chain's
     std::string trace;
+    std::string newBytes; //!< stack-K.new.npy: new bytes of each DEV_SEND (empty: not written)
+    std::string failure;  //!< why its connection failed or broke (empty: it did not)
 };
 
-/** @brief Builds and runs chains of simulated TCP stacks, each over its own point-to-point link. */
+/** @brief Builds and runs chains of simulated TCP stacks, each over its own path. */
 class MagnetChain
 {
   public:
@@ -87,38 +105,47 @@ class MagnetChain
 
     const MagnetChainConfig& GetConfig() const;
 
-    /** Make the chain's TCP settings the defaults (Run does it too; Config::SetDefault persists). */
+    /**
+     * Make the chain's TCP settings the defaults, ns-3's own where the chain sets
+     * none (Run does it too; Config::SetDefault persists in the process).  The
+     * segment size is per stack, set on each stack's sockets.
+     */
     void ApplyDefaults() const;
 
     /** The TCP settings new sockets get now, as (attribute, value): to state what was used. */
     static std::vector<std::pair<std::string, std::string>> TcpSettings();
 
-    /** Throws std::invalid_argument naming a malformed rate, delay, queue or TCP variant. */
+    /** Stack k's path and socket settings in words, as applied. */
+    std::string Describe(uint32_t k) const;
+
+    /** Throws std::invalid_argument naming what is wrong (a TCP variant ns-3 lacks: those it has). */
     static void Validate(const MagnetChainConfig& config);
 
-  private:
-    struct Hop
-    {
-        NetDeviceContainer devices;
-        Ipv4InterfaceContainer addresses;
-    };
+    /** The TcpCongestionOps this ns-3 has, by name (TcpCubic, ...). */
+    static std::vector<std::string> CongestionControls();
 
+  private:
     struct Stack
     {
         Ptr<MagnetReplayApplication> app;
         Ptr<MagnetSinkApplication> sink;
-        Hop hop;
+        MagnetPath path;
         std::unique_ptr<MagnetStackRecorder> recorder;
+        std::unique_ptr<MagnetCrossTraffic> cross;
     };
 
-    Hop BuildHop(Ptr<Node> a, Ptr<Node> b, Ipv4AddressHelper& ip) const;
-    Stack BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4AddressHelper& ip) const;
-    MagnetStackResult Collect(uint32_t k, const Stack& stack, MagnetCost cost) const;
+    Stack BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4AddressHelper& ip,
+                     Time crossStart);
+    void StopWhenDone(std::vector<Stack>& stacks);
+    void StackDone();
+    void StackFailed();
+    MagnetStackResult Collect(uint32_t k, const Stack& stack, MagnetCost cost, uint64_t given) const;
     std::vector<MagnetStackResult> RunOffline(MagnetDemand demand);
     std::vector<MagnetStackResult> RunLive(MagnetDemand demand);
-    std::string TracePath(uint32_t k) const;
+    std::string TracePath(uint32_t k, const std::string& suffix = ".magnet") const;
 
     MagnetChainConfig m_config;
+    uint32_t m_running{0}; //!< stacks whose sink has not yet seen the end (with cross traffic)
 };
 
 } // namespace ns3

@@ -82,7 +82,19 @@ MagnetReplayApplication::GetTypeId()
             .AddTraceSource("TcpTx",
                             "Segments this application's TCP socket sends (its Tx trace).",
                             MakeTraceSourceAccessor(&MagnetReplayApplication::m_tcpTxTrace),
-                            "ns3::TcpSocketBase::TcpTxRxTracedCallback");
+                            "ns3::TcpSocketBase::TcpTxRxTracedCallback")
+            .AddTraceSource("Srtt",
+                            "The socket's smoothed RTT (its RTT trace): old and new value.",
+                            MakeTraceSourceAccessor(&MagnetReplayApplication::m_srttTrace),
+                            "ns3::TracedValueCallback::Time")
+            .AddTraceSource("LastRtt",
+                            "The socket's latest RTT sample (its LastRTT trace).",
+                            MakeTraceSourceAccessor(&MagnetReplayApplication::m_lastRttTrace),
+                            "ns3::TracedValueCallback::Time")
+            .AddTraceSource("Failed",
+                            "The connection failed or broke: what is left of the demand is not sent.",
+                            MakeTraceSourceAccessor(&MagnetReplayApplication::m_failedTrace),
+                            "ns3::MagnetReplayApplication::FailedTracedCallback");
     return tid;
 }
 
@@ -115,10 +127,22 @@ MagnetReplayApplication::GetSocket() const
     return m_socket;
 }
 
+void
+MagnetReplayApplication::SetSocketAttribute(const std::string& name, const AttributeValue& value)
+{
+    m_socketAttributes.emplace_back(name, value.Copy());
+}
+
 const MagnetReplayApplication::Stats&
 MagnetReplayApplication::GetStats() const
 {
     return m_stats;
+}
+
+const std::string&
+MagnetReplayApplication::GetFailure() const
+{
+    return m_failure;
 }
 
 void
@@ -183,6 +207,10 @@ MagnetReplayApplication::StartApplication()
     }
     NS_ABORT_MSG_UNLESS(m_socket->GetSocketType() == Socket::NS3_SOCK_STREAM,
                         "MagnetReplayApplication replays over a stream (TCP) socket");
+    for (const auto& [name, value] : m_socketAttributes)
+    {
+        m_socket->SetAttribute(name, *value);
+    }
     int bound;
     if (!m_local.IsInvalid())
     {
@@ -198,11 +226,16 @@ MagnetReplayApplication::StartApplication()
         tcp->TraceConnectWithoutContext(
             "Tx",
             MakeCallback(&MagnetReplayApplication::ForwardTcpTx, this));
+        tcp->TraceConnectWithoutContext("RTT", MakeCallback(&MagnetReplayApplication::ForwardSrtt, this));
+        tcp->TraceConnectWithoutContext("LastRTT",
+                                        MakeCallback(&MagnetReplayApplication::ForwardLastRtt, this));
     }
     m_socket->ShutdownRecv();
     m_socket->SetConnectCallback(MakeCallback(&MagnetReplayApplication::ConnectionSucceeded, this),
                                  MakeCallback(&MagnetReplayApplication::ConnectionFailed, this));
     m_socket->SetSendCallback(MakeCallback(&MagnetReplayApplication::SendSpace, this));
+    m_socket->SetCloseCallbacks(MakeNullCallback<void, Ptr<Socket>>(),
+                                MakeCallback(&MagnetReplayApplication::SocketClosedByError, this));
     m_socket->Connect(m_peer);
 }
 
@@ -235,8 +268,25 @@ MagnetReplayApplication::ConnectionSucceeded(Ptr<Socket> socket)
 void
 MagnetReplayApplication::ConnectionFailed(Ptr<Socket> socket)
 {
-    // Said out loud: logging may be compiled out, and nothing of the demand will be sent.
-    std::cerr << "MagnetReplayApplication: connection to the sink failed\n";
+    Fail("connection to the sink failed");
+}
+
+void
+MagnetReplayApplication::SocketClosedByError(Ptr<Socket> socket)
+{
+    Fail("the connection broke (socket error " + std::to_string(socket->GetErrno()) + ")");
+}
+
+void
+MagnetReplayApplication::Fail(const std::string& why)
+{
+    // Said out loud: logging may be compiled out, and the rest of the demand will not be sent.
+    std::cerr << "MagnetReplayApplication: " << why << "; " << m_stats.bytesDue - m_stats.bytesSent
+              << " bytes due so far, and any later, stay unsent\n";
+    Simulator::Cancel(m_writeEvent);
+    m_closed = true;
+    m_failure = why;
+    m_failedTrace();
 }
 
 void
@@ -283,7 +333,7 @@ MagnetReplayApplication::Finish()
 }
 
 void
-MagnetReplayApplication::Due(uint32_t bytes)
+MagnetReplayApplication::Due(uint64_t bytes)
 {
     m_stats.writesDue++;
     m_stats.bytesDue += bytes;
@@ -312,15 +362,12 @@ MagnetReplayApplication::SendPending()
         {
             break; // the send callback resumes when TCP frees buffer space
         }
-        uint32_t n = std::min(room, write.left);
+        auto n = static_cast<uint32_t>(std::min<uint64_t>(room, write.left));
         int sent = m_socket->Send(Create<Packet>(n));
         if (sent <= 0)
         {
             // The socket is broken (reset, shut down): what is pending stays unsent, said once.
-            std::cerr << "MagnetReplayApplication: Send failed (socket error "
-                      << m_socket->GetErrno() << "); " << m_pending.size()
-                      << " writes due so far, and any later, stay unsent\n";
-            m_closed = true;
+            Fail("Send failed (socket error " + std::to_string(m_socket->GetErrno()) + ")");
             break;
         }
         m_stats.sendCalls++;
@@ -351,6 +398,18 @@ MagnetReplayApplication::MaybeClose()
         m_socket->Close(); // TCP sends its FIN once the buffered data is out
         m_closed = true;
     }
+}
+
+void
+MagnetReplayApplication::ForwardSrtt(Time before, Time now)
+{
+    m_srttTrace(before, now);
+}
+
+void
+MagnetReplayApplication::ForwardLastRtt(Time before, Time now)
+{
+    m_lastRttTrace(before, now);
 }
 
 void

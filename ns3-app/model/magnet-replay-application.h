@@ -15,6 +15,9 @@
 #include "ns3/traced-callback.h"
 
 #include <deque>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace ns3
 {
@@ -51,6 +54,12 @@ class MagnetReplayApplication : public Application
 
     Ptr<Socket> GetSocket() const;
 
+    /**
+     * Set an attribute of the socket when it is created (e.g. "SegmentSize"
+     * for this connection only): ns-3's Config defaults are per process.
+     */
+    void SetSocketAttribute(const std::string& name, const AttributeValue& value);
+
     /** What happened, for reports and tests. */
     struct Stats
     {
@@ -66,8 +75,14 @@ class MagnetReplayApplication : public Application
 
     const Stats& GetStats() const;
 
+    /** Why the connection failed or broke; empty if it did not. */
+    const std::string& GetFailure() const;
+
     /** Signature of the "Write" trace: bytes the socket accepted in one Send(), and when they were due. */
     typedef void (*WriteTracedCallback)(uint32_t bytes, Time due);
+
+    /** Signature of the "Failed" trace: the connection failed or broke; the rest is not sent. */
+    typedef void (*FailedTracedCallback)();
 
   protected:
     void DoDispose() override;
@@ -82,10 +97,14 @@ class MagnetReplayApplication : public Application
     void ForwardTcpTx(Ptr<const Packet> packet,
                       const TcpHeader& header,
                       Ptr<const TcpSocketBase> socket);
+    void ForwardSrtt(Time before, Time now);
+    void ForwardLastRtt(Time before, Time now);
+    void SocketClosedByError(Ptr<Socket> socket);
+    void Fail(const std::string& why);
 
     void ScheduleNextWrite();
     void IssueWrite();
-    void Due(uint32_t bytes);
+    void Due(uint64_t bytes);
     void SendPending();
     void MaybeClose();
 
@@ -93,7 +112,7 @@ class MagnetReplayApplication : public Application
     struct Pending
     {
         Time due;
-        uint32_t left;
+        uint64_t left;
     };
 
     // Attributes
@@ -107,6 +126,7 @@ class MagnetReplayApplication : public Application
     bool m_closeAtEnd;
 
     Ptr<Socket> m_socket;
+    std::vector<std::pair<std::string, Ptr<AttributeValue>>> m_socketAttributes;
     MagnetDemand m_demand;
     bool m_relay{true};     //!< no demand: writes come from Write()
     size_t m_next{0};       //!< next demand event
@@ -118,9 +138,13 @@ class MagnetReplayApplication : public Application
     bool m_sending{false};  //!< inside SendPending
     EventId m_writeEvent;
     Stats m_stats;
+    std::string m_failure;
 
     TracedCallback<uint32_t, Time> m_writeTrace;
     TracedCallback<Ptr<const Packet>, const TcpHeader&, Ptr<const TcpSocketBase>> m_tcpTxTrace;
+    TracedCallback<Time, Time> m_srttTrace;
+    TracedCallback<Time, Time> m_lastRttTrace;
+    TracedCallback<> m_failedTrace;
 };
 
 } // namespace ns3

@@ -63,6 +63,12 @@ MagnetSinkApplication::GetReads() const
 }
 
 void
+MagnetSinkApplication::SetSocketAttribute(const std::string& name, const AttributeValue& value)
+{
+    m_socketAttributes.emplace_back(name, value.Copy());
+}
+
+void
 MagnetSinkApplication::DoDispose()
 {
     m_listener = nullptr;
@@ -74,6 +80,10 @@ void
 MagnetSinkApplication::StartApplication()
 {
     m_listener = Socket::CreateSocket(GetNode(), m_tid);
+    for (const auto& [name, value] : m_socketAttributes)
+    {
+        m_listener->SetAttribute(name, *value);
+    }
     NS_ABORT_MSG_IF(m_listener->Bind(m_local) != 0, "MagnetSinkApplication: cannot bind");
     m_listener->Listen();
     m_listener->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),

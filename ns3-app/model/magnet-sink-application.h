@@ -8,6 +8,8 @@
 #include "ns3/socket.h"
 #include "ns3/traced-callback.h"
 
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace ns3
@@ -31,6 +33,9 @@ class MagnetSinkApplication : public Application
     uint64_t GetTotalRx() const;
     uint64_t GetReads() const;
 
+    /** Set an attribute of the listening socket (accepted ones inherit it) when it is created. */
+    void SetSocketAttribute(const std::string& name, const AttributeValue& value);
+
     /** Signature of the "Read" trace: bytes one read delivered to the application. */
     typedef void (*ReadTracedCallback)(uint32_t bytes);
 
@@ -50,6 +55,7 @@ class MagnetSinkApplication : public Application
     uint32_t m_readSize;
 
     Ptr<Socket> m_listener;
+    std::vector<std::pair<std::string, Ptr<AttributeValue>>> m_socketAttributes;
     std::vector<Ptr<Socket>> m_accepted;
     uint64_t m_totalRx{0};
     uint64_t m_reads{0};

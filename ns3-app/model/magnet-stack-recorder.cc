@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-stack-recorder.h"
 
+#include "ns3/abort.h"
 #include "ns3/packet.h"
+#include "ns3/point-to-point-net-device.h"
+#include "ns3/queue.h"
 #include "ns3/simulator.h"
 #include "ns3/tcp-header.h"
 
@@ -16,9 +19,10 @@ constexpr uint64_t kEventMask = MAGNET_BIT_SOCK_SEND | MAGNET_BIT_SOCK_RECV | MA
 constexpr uint16_t kPppIpv4 = 0x0021;
 constexpr uint8_t kIpProtoTcp = 6;
 
-/** What a data segment on a point-to-point link carries. */
+/** What a TCP segment on a point-to-point link carries. */
 struct WireTcp
 {
+    uint16_t dport;
     uint32_t seq;
     uint32_t payload;
 };
@@ -51,6 +55,7 @@ ParseFrame(Ptr<const Packet> packet, WireTcp& out)
     const uint8_t* tcp = ip + ihl;
     uint32_t total = uint32_t{ip[2]} << 8 | ip[3];
     uint32_t headers = ihl + (tcp[12] >> 4) * 4u;
+    out.dport = static_cast<uint16_t>(tcp[2] << 8 | tcp[3]);
     out.seq = Be32(tcp + 4);
     out.payload = total > headers ? total - headers : 0;
     return true;
@@ -96,12 +101,22 @@ MagnetStackRecorder::MagnetStackRecorder(const std::string& path,
 
 MagnetStackRecorder::~MagnetStackRecorder() = default;
 
+Time
+MagnetRttStats::SrttMean() const
+{
+    return srttUpdates ? NanoSeconds(static_cast<int64_t>(srttSumNs / srttUpdates)) : Time();
+}
+
 void
 MagnetStackRecorder::Attach(Ptr<MagnetReplayApplication> app,
                             Ptr<NetDevice> sender,
                             Ptr<NetDevice> receiver,
-                            Ptr<MagnetSinkApplication> sink)
+                            Ptr<MagnetSinkApplication> sink,
+                            uint16_t sinkPort)
 {
+    m_port = sinkPort;
+    app->TraceConnectWithoutContext("Srtt", MakeCallback(&MagnetStackRecorder::OnSrtt, this));
+    app->TraceConnectWithoutContext("LastRtt", MakeCallback(&MagnetStackRecorder::OnLastRtt, this));
     app->TraceConnectWithoutContext("Write", MakeCallback(&MagnetStackRecorder::OnWrite, this));
     app->TraceConnectWithoutContext("TcpTx", MakeCallback(&MagnetStackRecorder::OnTcpTx, this));
     sender->TraceConnectWithoutContext("PhyTxBegin",
@@ -109,6 +124,67 @@ MagnetStackRecorder::Attach(Ptr<MagnetReplayApplication> app,
     receiver->TraceConnectWithoutContext("PhyRxEnd",
                                          MakeCallback(&MagnetStackRecorder::OnDevRx, this));
     sink->TraceConnectWithoutContext("Read", MakeCallback(&MagnetStackRecorder::OnRead, this));
+}
+
+void
+MagnetStackRecorder::AttachBottleneck(Ptr<NetDevice> tx, Ptr<NetDevice> rx)
+{
+    auto p2p = DynamicCast<PointToPointNetDevice>(tx);
+    NS_ABORT_MSG_UNLESS(p2p, "MagnetStackRecorder: the bottleneck is not a point-to-point device");
+    p2p->GetQueue()->TraceConnectWithoutContext("Drop",
+                                                MakeCallback(&MagnetStackRecorder::OnQueueDrop, this));
+    rx->TraceConnectWithoutContext("PhyRxDrop", MakeCallback(&MagnetStackRecorder::OnLoss, this));
+}
+
+const MagnetRttStats&
+MagnetStackRecorder::GetRtt() const
+{
+    return m_rtt;
+}
+
+bool
+MagnetStackRecorder::Own(Ptr<const Packet> packet, uint32_t* seq, uint32_t* payload) const
+{
+    WireTcp seg;
+    if (!ParseFrame(packet, seg) || seg.payload == 0 || seg.dport != m_port)
+    {
+        return false;
+    }
+    if (seq)
+    {
+        *seq = seg.seq;
+        *payload = seg.payload;
+    }
+    return true;
+}
+
+void
+MagnetStackRecorder::OnQueueDrop(Ptr<const Packet> packet)
+{
+    m_counts.queueDrops++;
+    m_counts.queueDropsOwn += Own(packet);
+}
+
+void
+MagnetStackRecorder::OnLoss(Ptr<const Packet> packet)
+{
+    m_counts.lossDrops++;
+    m_counts.lossDropsOwn += Own(packet);
+}
+
+void
+MagnetStackRecorder::OnSrtt(Time before, Time now)
+{
+    m_rtt.srttUpdates++;
+    m_rtt.srttSumNs += static_cast<double>(now.GetNanoSeconds());
+    m_rtt.srttLast = now;
+}
+
+void
+MagnetStackRecorder::OnLastRtt(Time before, Time now)
+{
+    m_rtt.samples++;
+    m_rtt.sampleMin = m_rtt.samples == 1 ? now : std::min(m_rtt.sampleMin, now);
 }
 
 void
@@ -192,30 +268,32 @@ MagnetStackRecorder::OnTcpTx(Ptr<const Packet> packet,
 void
 MagnetStackRecorder::OnDevTx(Ptr<const Packet> packet)
 {
-    WireTcp seg;
-    if (!ParseFrame(packet, seg) || seg.payload == 0)
+    uint32_t seq;
+    uint32_t payload;
+    if (!Own(packet, &seq, &payload))
     {
         return;
     }
-    uint32_t fresh = m_devHigh.NewBytes(seg.seq, seg.payload);
+    uint32_t fresh = m_devHigh.NewBytes(seq, payload);
     m_counts.devSend++;
-    m_counts.devSendBytes += seg.payload;
-    m_counts.devRetrans += fresh < seg.payload;
-    m_wire.push_back({Simulator::Now().GetNanoSeconds(), seg.payload, fresh});
-    Record(MAGNET_DEV_SEND, seg.payload);
+    m_counts.devSendBytes += payload;
+    m_counts.devRetrans += fresh < payload;
+    m_wire.push_back({Simulator::Now().GetNanoSeconds(), payload, fresh});
+    Record(MAGNET_DEV_SEND, payload);
 }
 
 void
 MagnetStackRecorder::OnDevRx(Ptr<const Packet> packet)
 {
-    WireTcp seg;
-    if (!ParseFrame(packet, seg) || seg.payload == 0)
+    uint32_t seq;
+    uint32_t payload;
+    if (!Own(packet, &seq, &payload))
     {
         return;
     }
     m_counts.devRecv++;
-    m_counts.devRecvBytes += seg.payload;
-    Record(MAGNET_DEV_RECV, seg.payload);
+    m_counts.devRecvBytes += payload;
+    Record(MAGNET_DEV_RECV, payload);
 }
 
 void

@@ -32,6 +32,21 @@ struct MagnetStackCounts
     uint64_t devSend{0}, devSendBytes{0}, devRetrans{0};
     uint64_t devRecv{0}, devRecvBytes{0};
     uint64_t sockRecv{0}, sockRecvBytes{0};
+    // At the path's bottleneck (AttachBottleneck): packets of every flow dropped by
+    // its queue or lost on its link, and of them this stack's data segments.
+    uint64_t queueDrops{0}, queueDropsOwn{0}, lossDrops{0}, lossDropsOwn{0};
+};
+
+/** What the sender's TCP measured of the round trip (its RTT and LastRTT traces). */
+struct MagnetRttStats
+{
+    uint64_t srttUpdates{0};
+    double srttSumNs{0};
+    Time srttLast;         //!< smoothed RTT at the end
+    uint64_t samples{0};   //!< RTT samples (LastRTT changes)
+    Time sampleMin;        //!< the smallest sample (0: none)
+
+    Time SrttMean() const; //!< mean of the smoothed RTT over its updates (0: none)
 };
 
 /**
@@ -53,16 +68,26 @@ class MagnetStackRecorder
     MagnetStackRecorder(const std::string& path, uint64_t sockid, const std::string& description);
     ~MagnetStackRecorder();
 
+    /**
+     * Record the stack: its application, the device its segments leave by,
+     * the device at the path's far end and the sink.  Only TCP segments to
+     * `sinkPort` on those devices are the stack's (cross traffic may share them).
+     */
     void Attach(Ptr<MagnetReplayApplication> app,
                 Ptr<NetDevice> sender,
                 Ptr<NetDevice> receiver,
-                Ptr<MagnetSinkApplication> sink);
+                Ptr<MagnetSinkApplication> sink,
+                uint16_t sinkPort);
+
+    /** Count drops at the bottleneck: `tx`'s queue, and losses `rx`'s error model makes. */
+    void AttachBottleneck(Ptr<NetDevice> tx, Ptr<NetDevice> rx);
 
     /** Complete the trace file. */
     void Close();
 
     const std::vector<MagnetWireSegment>& GetWire() const;
     const MagnetStackCounts& GetCounts() const;
+    const MagnetRttStats& GetRtt() const;
 
     /**
      * The wire output as the demand of a next stack: every data segment (as
@@ -77,6 +102,11 @@ class MagnetStackRecorder
     void OnDevTx(Ptr<const Packet> packet);
     void OnDevRx(Ptr<const Packet> packet);
     void OnRead(uint32_t bytes);
+    void OnSrtt(Time before, Time now);
+    void OnLastRtt(Time before, Time now);
+    void OnQueueDrop(Ptr<const Packet> packet);
+    void OnLoss(Ptr<const Packet> packet);
+    bool Own(Ptr<const Packet> packet, uint32_t* seq = nullptr, uint32_t* payload = nullptr) const;
     void Record(uint32_t event, uint32_t size);
 
     /** The highest sequence number sent so far: tells new data from retransmissions. */
@@ -91,6 +121,8 @@ class MagnetStackRecorder
     std::unique_ptr<MagnetTraceWriter> m_writer;
     std::vector<MagnetWireSegment> m_wire;
     MagnetStackCounts m_counts;
+    MagnetRttStats m_rtt;
+    uint16_t m_port{0};
     HighMark m_tcpHigh;
     HighMark m_devHigh;
 };

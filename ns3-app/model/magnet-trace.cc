@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <sys/mman.h>
@@ -357,6 +358,40 @@ ReadMagnetDemand(const std::string& path, uint64_t sockid, uint64_t* lost)
         demand.push_back({ns - writes.front().first, size});
     }
     return demand;
+}
+
+void
+WriteNpyU32(const std::string& path, const std::vector<uint32_t>& values)
+{
+    // NPY format 1.0: magic, version, header length, a Python dict padded to 64 bytes.
+    std::string order = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? "<" : ">";
+    std::string dict = "{'descr': '" + order + "u4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(values.size()) + ",), }";
+    size_t unpadded = 10 + dict.size() + 1;
+    dict += std::string((64 - unpadded % 64) % 64, ' ') + "\n";
+    std::string header = "\x93NUMPY\x01";
+    header += '\0';
+    header += static_cast<char>(dict.size() & 0xFF);
+    header += static_cast<char>(dict.size() >> 8);
+    header += dict;
+    std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        out.write(header.data(), static_cast<std::streamsize>(header.size()));
+        out.write(reinterpret_cast<const char*>(values.data()),
+                  static_cast<std::streamsize>(values.size() * sizeof(uint32_t)));
+        if (!out)
+        {
+            throw MagnetTraceError(path, "cannot write");
+        }
+    }
+    chmod(tmp.c_str(), 0600);
+    if (rename(tmp.c_str(), path.c_str()) != 0)
+    {
+        int err = errno;
+        unlink(tmp.c_str());
+        throw MagnetTraceError(path, std::strerror(err));
+    }
 }
 
 // ------------------------------------------------------------------ writer ---

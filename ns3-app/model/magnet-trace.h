@@ -23,7 +23,7 @@ namespace ns3
 struct MagnetDemandEvent
 {
     int64_t timeNs;
-    uint32_t size;
+    uint64_t size; //!< 64-bit: a write of a demand given in memory may exceed 2^32 bytes
 
     bool operator==(const MagnetDemandEvent&) const = default;
 };
@@ -49,6 +49,12 @@ class MagnetTraceError : public std::runtime_error
  * records): the demand may then lack writes.
  */
 MagnetDemand ReadMagnetDemand(const std::string& path, uint64_t sockid = 0, uint64_t* lost = nullptr);
+
+/**
+ * Write `values` as a NumPy .npy file (one dimension, unsigned 32-bit, this
+ * machine's byte order), atomically.  Throws MagnetTraceError.
+ */
+void WriteNpyU32(const std::string& path, const std::vector<uint32_t>& values);
 
 /**
  * Writes a magnet trace (native byte order, 24-byte records, nanosecond

@@ -3,15 +3,23 @@
  * Tests of the magnet replay application, in ns-3's TestSuite style:
  * demand files in either byte order, writes issued at trace times when the
  * path is not the bottleneck, bytes conserved when TCP's buffer is full, and
- * through chains of stacks (offline and live).  Run: magnet-replay-test
+ * through chains of stacks (offline and live); writes beyond 2^32 bytes; and
+ * the models of the paths: Gilbert-Elliott loss, the Poisson source, cross
+ * traffic sharing a bottleneck, jitter that keeps order.  Run: magnet-replay-test
  * (TestRunner options apply, e.g. --verbose).
  */
 #include "magnet-chain-helper.h"
+#include "magnet-gilbert-elliott-error-model.h"
+#include "magnet-poisson-application.h"
 #include "magnet-replay-helper.h"
 
 #include "ns3/config.h"
+#include "ns3/double.h"
 #include "ns3/inet-socket-address.h"
 #include "ns3/internet-stack-helper.h"
+#include "ns3/ipv4-global-routing-helper.h"
+#include "ns3/packet-sink-helper.h"
+#include "ns3/packet-sink.h"
 #include "ns3/point-to-point-helper.h"
 #include "ns3/random-variable-stream.h"
 #include "ns3/simulator.h"
@@ -20,7 +28,9 @@
 #include "ns3/traffic-control-helper.h"
 #include "ns3/uinteger.h"
 
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <cstring>
 #include <fstream>
 #include <unistd.h>
@@ -300,7 +310,7 @@ class MagnetChainTestCase : public TestCase
         MagnetChainConfig config;
         config.stacks = 3;
         config.live = m_live;
-        config.link.rate = "10Mbps";
+        config.paths[0].rateBps = 10000000;
         MagnetDemand demand = PeriodicDemand(100, 10240, MilliSeconds(20)); // 4 Mb/s
         std::vector<MagnetStackResult> results = MagnetChain(config).Run(demand);
         NS_TEST_ASSERT_MSG_EQ(results.size(), 3, "three stacks ran");
@@ -312,7 +322,7 @@ class MagnetChainTestCase : public TestCase
             NS_TEST_ASSERT_MSG_EQ(r.app.bytesSent, total, "stack " << r.stack << " sent every byte");
             NS_TEST_ASSERT_MSG_EQ(r.sinkBytes, total, "stack " << r.stack << " delivered every byte");
             NS_TEST_ASSERT_MSG_EQ(r.counts.devSendBytes, total, "no loss, no retransmission");
-            NS_TEST_ASSERT_MSG_LT_OR_EQ(r.counts.devSendBytes / r.counts.devSend, config.link.mss,
+            NS_TEST_ASSERT_MSG_LT_OR_EQ(r.counts.devSendBytes / r.counts.devSend, r.segmentSize,
                                         "segments no larger than the MSS");
             if (!m_live && k > 0)
             {
@@ -328,6 +338,260 @@ class MagnetChainTestCase : public TestCase
     }
 };
 
+// ------------------------------------------------------------ 64-bit sizes ---
+
+/** A write of more than 2^32 bytes is one write of that many bytes, not of its low 32 bits. */
+class MagnetHugeWriteTestCase : public TestCase
+{
+  public:
+    MagnetHugeWriteTestCase()
+        : TestCase("a write of 2^32 + 100 bytes goes out whole, not as 100 bytes")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        const uint64_t huge = (uint64_t{1} << 32) + 100;
+        Link link("1Gbps", "1ms", 1448, 1 << 20);
+        auto [app, sink] = link.Install({{0, huge}});
+        app->SetStopTime(MilliSeconds(300));
+        sink->SetStopTime(MilliSeconds(300));
+        Simulator::Stop(MilliSeconds(300));
+        Simulator::Run();
+        const auto& stats = app->GetStats();
+        NS_TEST_ASSERT_MSG_EQ(stats.writesDue, 1, "one write");
+        NS_TEST_ASSERT_MSG_EQ(stats.bytesDue, huge, "of 2^32 + 100 bytes");
+        NS_TEST_ASSERT_MSG_GT(sink->GetTotalRx(), 10000000, "more than its low 32 bits went out");
+        Simulator::Destroy();
+    }
+};
+
+// ------------------------------------------------------------ loss models ---
+
+/** The Gilbert-Elliott chain loses packets at its long-run rate, in bursts of 1/R on average. */
+class MagnetGilbertElliottTestCase : public TestCase
+{
+  public:
+    MagnetGilbertElliottTestCase()
+        : TestCase("Gilbert-Elliott loss: long-run rate, burst length, Bernoulli within a state")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        auto ge = CreateObjectWithAttributes<MagnetGilbertElliottErrorModel>(
+            "P", DoubleValue(0.01), "R", DoubleValue(0.25), "LossBad", DoubleValue(1.0),
+            "LossGood", DoubleValue(0.0));
+        ge->AssignStreams(11);
+        const uint32_t n = 400000;
+        uint32_t lost = 0;
+        uint32_t bursts = 0;
+        bool previous = false;
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            bool now = ge->IsCorrupt(Create<Packet>(100));
+            lost += now;
+            bursts += now && !previous;
+            previous = now;
+        }
+        double expected = 0.01 / (0.01 + 0.25); // 3.85 %
+        NS_TEST_ASSERT_MSG_EQ_TOL(lost / double(n), expected, 0.1 * expected, "long-run loss rate");
+        NS_TEST_ASSERT_MSG_EQ_TOL(ge->MeanLoss(), expected, 1e-12, "MeanLoss says the same");
+        NS_TEST_ASSERT_MSG_EQ_TOL(lost / double(bursts), 4.0, 0.4, "bursts of 1/R = 4 packets");
+        NS_TEST_ASSERT_MSG_EQ(ge->GetLost(), lost, "counts its losses");
+
+        // Loss 50 % in the bad state, 1 % in the good one, switching often: a mixture.
+        auto mixed = CreateObjectWithAttributes<MagnetGilbertElliottErrorModel>(
+            "P", DoubleValue(0.5), "R", DoubleValue(0.5), "LossBad", DoubleValue(0.5),
+            "LossGood", DoubleValue(0.01));
+        mixed->AssignStreams(12);
+        uint32_t mixedLost = 0;
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            mixedLost += mixed->IsCorrupt(Create<Packet>(100));
+        }
+        NS_TEST_ASSERT_MSG_EQ_TOL(mixedLost / double(n), 0.255, 0.01, "(50 % + 1 %) / 2");
+    }
+};
+
+// ----------------------------------------------------------- cross traffic ---
+
+/** MagnetPoissonApplication: its mean rate, and exponential gaps (coefficient of variation 1). */
+class MagnetPoissonTestCase : public TestCase
+{
+  public:
+    MagnetPoissonTestCase()
+        : TestCase("Poisson UDP source: mean rate and exponential gaps")
+    {
+    }
+
+  private:
+    std::vector<Time> m_sent;
+
+    void OnTx(Ptr<const Packet> packet)
+    {
+        m_sent.push_back(Simulator::Now());
+    }
+
+    void DoRun() override
+    {
+        Link link("1Gbps", "1ms", 1448, 1 << 20);
+        auto app = CreateObjectWithAttributes<MagnetPoissonApplication>(
+            "Remote", AddressValue(InetSocketAddress(link.addresses.GetAddress(1), 7)),
+            "PacketSize", UintegerValue(1000), "DataRate", DataRateValue(DataRate("10Mbps")));
+        app->AssignStreams(5);
+        link.nodes.Get(0)->AddApplication(app);
+        app->SetStopTime(Seconds(20));
+        PacketSinkHelper sinks("ns3::UdpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), 7));
+        auto sink = DynamicCast<PacketSink>(sinks.Install(link.nodes.Get(1)).Get(0));
+        app->TraceConnectWithoutContext("Tx", MakeCallback(&MagnetPoissonTestCase::OnTx, this));
+        Simulator::Run();
+
+        double rate = sink->GetTotalRx() * 8.0 / 20.0;
+        NS_TEST_ASSERT_MSG_EQ_TOL(rate, 10e6, 0.3e6, "10 Mbit/s on average");
+        double sum = 0;
+        double squares = 0;
+        for (size_t i = 1; i < m_sent.size(); ++i)
+        {
+            double gap = (m_sent[i] - m_sent[i - 1]).GetSeconds();
+            sum += gap;
+            squares += gap * gap;
+        }
+        double n = m_sent.size() - 1;
+        double mean = sum / n;
+        double cv = std::sqrt(squares / n - mean * mean) / mean;
+        NS_TEST_ASSERT_MSG_EQ_TOL(mean, 0.0008, 0.00003, "gaps of 1000 B at 10 Mbit/s");
+        NS_TEST_ASSERT_MSG_EQ_TOL(cv, 1.0, 0.05, "exponential gaps: CV 1");
+        Simulator::Destroy();
+    }
+};
+
+/**
+ * Cross traffic across a bottleneck: bulk TCP flows fill it, Poisson and
+ * Pareto on/off UDP take their share of it; all of it crosses the bottleneck.
+ */
+class MagnetCrossTrafficTestCase : public TestCase
+{
+  public:
+    MagnetCrossTrafficTestCase(const std::string& what,
+                               std::string cross,
+                               double share,
+                               double tolerance,
+                               double seconds)
+        : TestCase("cross traffic on a 10 Mbit per s bottleneck: " + what),
+          m_cross(std::move(cross)),
+          m_share(share),
+          m_tolerance(tolerance),
+          m_seconds(seconds)
+    {
+    }
+
+  private:
+    std::string m_cross;
+    double m_share;
+    double m_tolerance;
+    double m_seconds;
+    uint64_t m_bottleneckBytes{0};
+
+    void OnBottleneck(Ptr<const Packet> packet)
+    {
+        m_bottleneckBytes += packet->GetSize();
+    }
+
+    void DoRun() override
+    {
+        Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
+        MagnetPathConfig config;
+        config.rateBps = 10000000;
+        config.delay = MilliSeconds(20);
+        config.hops = 3;
+        NodeContainer nodes;
+        nodes.Create(2);
+        InternetStackHelper().Install(nodes);
+        Ipv4AddressHelper ip("10.0.0.0", "255.255.255.252");
+        MagnetPath path = MagnetPathHelper(config).Install(nodes.Get(0), nodes.Get(1), ip);
+        MagnetCrossTraffic cross({MagnetCrossConfig::Parse(m_cross)}, config);
+        cross.Install(path, ip, Seconds(0), 1448);
+        Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+        path.BottleneckTx()->TraceConnectWithoutContext(
+            "PhyTxEnd", MakeCallback(&MagnetCrossTrafficTestCase::OnBottleneck, this));
+        const double seconds = m_seconds;
+        Simulator::Stop(Seconds(seconds));
+        Simulator::Run();
+        double delivered = cross.DeliveredBytes() * 8.0 / seconds / config.rateBps;
+        NS_TEST_ASSERT_MSG_EQ_TOL(delivered, m_share, m_tolerance, "share of the bottleneck delivered");
+        NS_TEST_ASSERT_MSG_GT_OR_EQ(m_bottleneckBytes, cross.DeliveredBytes(),
+                                    "it all crossed the bottleneck");
+        Simulator::Destroy();
+    }
+};
+
+// ------------------------------------------------------------------ paths ---
+
+/** Jitter delays packets by up to its amount, and never reorders them. */
+class MagnetJitterTestCase : public TestCase
+{
+  public:
+    MagnetJitterTestCase()
+        : TestCase("jitter: extra delay up to the setting, packets in order")
+    {
+    }
+
+  private:
+    std::vector<std::pair<Time, uint32_t>> m_arrivals; //!< (one-way delay, sequence)
+    std::map<uint32_t, Time> m_sent;
+
+    void OnTx(Ptr<const Packet> packet)
+    {
+        m_sent[packet->GetUid()] = Simulator::Now();
+    }
+
+    void OnRx(Ptr<const Packet> packet)
+    {
+        m_arrivals.emplace_back(Simulator::Now() - m_sent[packet->GetUid()], packet->GetUid());
+    }
+
+    void DoRun() override
+    {
+        MagnetPathConfig config;
+        config.rateBps = 100000000;
+        config.delay = MilliSeconds(10);
+        config.jitter = MilliSeconds(5);
+        NodeContainer nodes;
+        nodes.Create(2);
+        InternetStackHelper().Install(nodes);
+        Ipv4AddressHelper ip("10.0.0.0", "255.255.255.252");
+        MagnetPath path = MagnetPathHelper(config).Install(nodes.Get(0), nodes.Get(1), ip);
+        path.BottleneckTx()->TraceConnectWithoutContext("PhyTxBegin",
+                                                        MakeCallback(&MagnetJitterTestCase::OnTx, this));
+        path.BottleneckRx()->TraceConnectWithoutContext("PhyRxEnd",
+                                                        MakeCallback(&MagnetJitterTestCase::OnRx, this));
+        auto app = CreateObjectWithAttributes<MagnetPoissonApplication>(
+            "Remote", AddressValue(InetSocketAddress(path.receiverAddress, 7)),
+            "PacketSize", UintegerValue(1000), "DataRate", DataRateValue(DataRate("20Mbps")));
+        nodes.Get(0)->AddApplication(app);
+        app->SetStopTime(Seconds(5));
+        Simulator::Run();
+        Time serial = MicroSeconds(82); // 1030 B (UDP, IP, PPP) at 100 Mbit/s: 82.4 us
+        Time least = Time::Max();
+        Time most;
+        uint32_t reordered = 0;
+        for (size_t i = 0; i < m_arrivals.size(); ++i)
+        {
+            least = std::min(least, m_arrivals[i].first);
+            most = std::max(most, m_arrivals[i].first);
+            reordered += i > 0 && m_arrivals[i].second < m_arrivals[i - 1].second;
+        }
+        NS_TEST_ASSERT_MSG_GT(m_arrivals.size(), 10000, "packets went through");
+        NS_TEST_ASSERT_MSG_EQ(reordered, 0, "order kept");
+        NS_TEST_ASSERT_MSG_GT_OR_EQ(least, MilliSeconds(10) + serial, "at least the delay");
+        NS_TEST_ASSERT_MSG_GT(most, MilliSeconds(14), "jitter spread the delays");
+        Simulator::Destroy();
+    }
+};
+
 class MagnetReplayTestSuite : public TestSuite
 {
   public:
@@ -339,6 +603,18 @@ class MagnetReplayTestSuite : public TestSuite
         AddTestCase(new MagnetFullBufferTestCase, Duration::QUICK);
         AddTestCase(new MagnetChainTestCase(false), Duration::QUICK);
         AddTestCase(new MagnetChainTestCase(true), Duration::QUICK);
+        AddTestCase(new MagnetHugeWriteTestCase, Duration::QUICK);
+        AddTestCase(new MagnetGilbertElliottTestCase, Duration::QUICK);
+        AddTestCase(new MagnetPoissonTestCase, Duration::QUICK);
+        AddTestCase(new MagnetCrossTrafficTestCase("2 bulk TCP flows fill it", "tcp:2", 0.93, 0.07, 30),
+                    Duration::QUICK);
+        AddTestCase(new MagnetCrossTrafficTestCase("Poisson UDP at 30 %", "poisson:0.3", 0.3, 0.02, 30),
+                    Duration::QUICK);
+        // Pareto (shape 1.5) means converge slowly: about 3000 on/off cycles.
+        AddTestCase(new MagnetCrossTrafficTestCase("Pareto on-off UDP at 50 %",
+                                                   "pareto:0.5/1000/20ms/20ms", 0.5, 0.1, 120),
+                    Duration::QUICK);
+        AddTestCase(new MagnetJitterTestCase, Duration::QUICK);
     }
 };
 

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#ifndef MAGNET_PATH_HELPER_H
+#define MAGNET_PATH_HELPER_H
+
+#include "ns3/application-container.h"
+#include "ns3/ipv4-address-helper.h"
+#include "ns3/net-device-container.h"
+#include "ns3/node-container.h"
+#include "ns3/nstime.h"
+#include "ns3/packet-sink.h"
+
+#include <string>
+#include <vector>
+
+namespace ns3
+{
+
+/** Random loss per packet: Bernoulli (r < 0) or a Gilbert-Elliott chain (magnetlib.knobs.Loss). */
+struct MagnetLossConfig
+{
+    double p{0};    //!< Bernoulli: loss probability; Gilbert-Elliott: P(good -> bad) per packet
+    double r{-1};   //!< Gilbert-Elliott: P(bad -> good) per packet; < 0: Bernoulli
+    double bad{1};  //!< Gilbert-Elliott: loss probability in the bad state
+    double good{0}; //!< Gilbert-Elliott: loss probability in the good state
+
+    bool Bursty() const;
+    double Mean() const; //!< the long-run loss probability
+
+    /** "0.01" (Bernoulli) or "ge:P/R[/BAD[/GOOD]]", probabilities as fractions. */
+    static MagnetLossConfig Parse(const std::string& text);
+    std::string Describe() const;
+};
+
+/**
+ * One stack's path (magnet.replay.scenario.Path): `hops` links in a row, the
+ * middle one (hops / 2) the bottleneck with the rate, DropTail queue, loss and
+ * jitter; the other hops, and the bottleneck's reverse direction, fast and
+ * lossless.  The one-way delay is spread evenly over the hops (the remainder
+ * on the last), the same in both directions.
+ */
+struct MagnetPathConfig
+{
+    uint64_t rateBps{20000000}; //!< the bottleneck's rate; 0: none (every hop fast)
+    Time delay{MilliSeconds(30)};
+    std::string queue{"100p"};  //!< ns-3 QueueSize of the bottleneck's queue: packets or bytes
+    MagnetLossConfig loss;
+    Time jitter;                //!< up to this much more per packet on the bottleneck, order kept
+    uint32_t hops{1};
+    uint32_t mtu{1500};
+
+    uint32_t Bottleneck() const; //!< index of the bottleneck hop (0-based)
+    Time HopDelay(uint32_t hop) const;
+    std::string Describe() const;
+    /** Throws std::invalid_argument, "WHERE: problem", for a value ns-3 cannot apply. */
+    void Validate(const std::string& where) const;
+};
+
+/** Competing traffic on a bottleneck, in the data direction (magnet.replay.scenario.Cross). */
+struct MagnetCrossConfig
+{
+    enum class Kind
+    {
+        BulkTcp, //!< `flows` BulkSendApplications
+        Poisson, //!< UDP, exponential gaps, fixed size (MagnetPoissonApplication)
+        Pareto,  //!< UDP on/off (OnOffApplication, Pareto on and off times)
+    };
+
+    Kind kind{Kind::BulkTcp};
+    uint32_t flows{1};
+    double share{0};           //!< UDP: mean rate as a share of the bottleneck's
+    uint32_t packetBytes{1000}; //!< UDP payload
+    Time on{MilliSeconds(500)}; //!< Pareto: mean on time
+    Time off{MilliSeconds(500)}; //!< Pareto: mean off time
+
+    /** "tcp:N", "poisson:SHARE[/BYTES]" or "pareto:SHARE[/BYTES/ON/OFF]" (SHARE a fraction). */
+    static MagnetCrossConfig Parse(const std::string& text);
+    std::string Describe(uint64_t rateBps) const;
+    /** Throws std::invalid_argument, "WHERE: problem", if it cannot run on `path`. */
+    void Validate(const MagnetPathConfig& path, const std::string& where) const;
+};
+
+/** A path as built: its nodes (sender, routers, receiver) and links (hop i joins nodes i, i+1). */
+struct MagnetPath
+{
+    NodeContainer nodes;
+    std::vector<NetDeviceContainer> links;
+    uint32_t bottleneck{0};
+    Ipv4Address receiverAddress;
+
+    Ptr<NetDevice> SenderDevice() const;     //!< where the sender's segments leave
+    Ptr<NetDevice> ReceiverDevice() const;   //!< where they arrive at the receiver
+    Ptr<NetDevice> BottleneckTx() const;
+    Ptr<NetDevice> BottleneckRx() const;
+    Ptr<Node> Head() const;                  //!< the node before the bottleneck
+    Ptr<Node> Tail() const;                  //!< the node after it
+};
+
+/** Builds paths of point-to-point links between two nodes. */
+class MagnetPathHelper
+{
+  public:
+    static constexpr const char* kFastRate = "10Gbps";   //!< the hops that are not the bottleneck
+    static constexpr const char* kFastQueue = "100000p"; //!< ... never drop
+
+    explicit MagnetPathHelper(MagnetPathConfig config);
+
+    /** The path from `sender` to `receiver` (routers made here), addresses from `ip`. */
+    MagnetPath Install(Ptr<Node> sender, Ptr<Node> receiver, Ipv4AddressHelper& ip) const;
+
+    /** A fast, lossless link of the path's MTU with this delay. */
+    NetDeviceContainer FastLink(Ptr<Node> a, Ptr<Node> b, Time delay, Ipv4AddressHelper& ip) const;
+
+  private:
+    NetDeviceContainer Link(Ptr<Node> a, Ptr<Node> b, uint32_t hop, Ipv4AddressHelper& ip) const;
+
+    MagnetPathConfig m_config;
+};
+
+/**
+ * Cross traffic on one path's bottleneck: one node attached before it (to
+ * the bottleneck's head) sends, one attached after it (to its tail) receives,
+ * over fast links whose delays give the cross flows the path's round trip.
+ */
+class MagnetCrossTraffic
+{
+  public:
+    MagnetCrossTraffic(std::vector<MagnetCrossConfig> cross, MagnetPathConfig path);
+
+    /**
+     * Build the nodes, links and applications; the applications start at
+     * `start`, TCP flows 10 ms apart with segments of `segmentSize` bytes.
+     */
+    void Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time start, uint32_t segmentSize);
+
+    /**
+     * The TCP payload of a full segment of sockets made from now on: ns-3 has
+     * no per-application setting for BulkSendApplication's socket.
+     */
+    static void SetSegmentSize(uint32_t bytes);
+
+    uint64_t DeliveredBytes() const; //!< payload bytes the cross sinks received
+    Time GetStart() const;
+
+    static constexpr uint16_t kFirstPort = 5001; //!< cross item i uses port kFirstPort + i
+
+  private:
+    std::vector<MagnetCrossConfig> m_cross;
+    MagnetPathConfig m_path;
+    std::vector<Ptr<PacketSink>> m_sinks;
+    Time m_start;
+};
+
+} // namespace ns3
+
+#endif /* MAGNET_PATH_HELPER_H */
