@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from magnet import capture
-from magnetlib import knobs, metrics, segmentation
+from magnetlib import metrics
 from magnetlib.demand import RECV, SEND, Demand
 from magnetlib.errors import TraceError
 
