@@ -76,6 +76,8 @@ bench: setup ns3
 	$(PY) -m magnet.experiments.bench_pcap
 	$(PY) -m magnet.experiments.bench_ns3
 	$(PY) -m magnet.experiments.bench_library
+	@if [ "$$(id -u)" = 0 ]; then $(PY) -m magnet.experiments.bench_linkem; \
+	else echo "bench: bench_linkem needs root (TUN devices, namespaces): skipped" >&2; fi
 
 # Regenerate the C header from the format description.
 header: $(STAMP)
@@ -107,6 +109,11 @@ test demo bench: capture
 # The paper's Table I on this machine (minutes; --quick: under two).
 bench-capture: setup capture
 	$(PY) -m magnet.experiments.bench_capture
+
+# The link emulator of `magnet replay tcp` against its targets (root, iperf3; 3 minutes).
+.PHONY: bench-linkem
+bench-linkem: setup
+	$(PY) -m magnet.experiments.bench_linkem --out experiments/results/linkem
 
 # Timing fidelity of `magnet replay tcp` (root: namespaces and the capture; 2 minutes).
 .PHONY: bench-replay

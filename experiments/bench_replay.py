@@ -35,6 +35,9 @@ import numpy as np
 import pandas as pd
 
 from magnet.replay import tcp
+from magnet.replay.scenario import Path as NetPath
+from magnet.replay.scenario import Scenario
+from magnetlib import knobs
 from magnetlib.demand import Demand
 
 from . import common
@@ -66,10 +69,10 @@ def stalls(seconds: float = 1.0, threshold_ns: int = 20_000) -> dict:
 
 def run_case(spacing_ms: float, size: int, seconds: float, rate: str | None, loopback: bool,
              workdir: Path) -> dict:
-    params = tcp.TcpParams(stacks=1, rate=rate, delay=None, loopback=loopback,
-                           capture="none" if loopback else "auto")
+    scenario = Scenario(stacks=1, path=(NetPath(rate_bps=knobs.rate(rate) if rate else None, delay_ns=0),))
+    options = tcp.TcpOptions(loopback=loopback, capture="none" if loopback else "auto")
     out = workdir / f"{spacing_ms:g}ms-{size}B-{rate or 'unshaped'}"
-    run = tcp.run_chain(paced(seconds, spacing_ms, size), out, params)
+    run = tcp.run_chain(paced(seconds, spacing_ms, size), out, scenario, options)
     s = run.stacks[0]
     t, c = s.timing, s.confirmed or {}
     return {"spacing_ms": spacing_ms, "size_B": size, "rate": rate or "unshaped", "writes": t.writes,

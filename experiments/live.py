@@ -5,8 +5,8 @@ studies `traces` and `sndbuf` share.
     run = live.run("ftp", synth.ftp(10), work, rate="20mbit")
     run.series(Event.SOCK_SEND, run.sender)           # (ns, bytes) of the writes
 
-One TCP connection over one veth pair (replay.netns: MTU 1500, offloads off, a
-token bucket of `rate` on the sender's end), the paced sender of replay.tcp
+One TCP connection between two network namespaces joined by the link emulator
+(replay.linkem: `rate` at the bottleneck, `delay` one way, MTU 1500), the paced sender of replay.tcp
 issuing the demand's writes at their due times, and the BPF capture
 (magnet-read, extended data) recording both ends.  Names carry the prefix
 `mgxl<pid>`; replay.netns removes them whatever happens.
@@ -22,9 +22,12 @@ import numpy as np
 
 import magnetlib
 from magnet import capture
+from magnetlib import knobs
 from magnetlib.demand import Demand
 from magnetlib.format import Event
-from magnet.replay import netns, tcp, wire
+from magnet.replay import linkem, tcp, wire
+from magnet.replay.scenario import Path as NetPath
+from magnet.replay.scenario import Scenario, Tcp
 
 from . import common
 
@@ -37,16 +40,19 @@ def unavailable() -> str | None:
         return "needs root (network namespaces and the BPF capture)"
     missing = [t for t in tcp.TOOLS if not shutil.which(t)]
     if missing:
-        return f"needs {', '.join(missing)} (Debian: iproute2, ethtool)"
+        return f"needs {', '.join(missing)} (Debian: iproute2)"
+    why = linkem.unavailable()
+    if why:
+        return f"the link emulator {why}"
     why = wire.bpf_unavailable()
     return f"the BPF capture cannot run: {why}" if why else None
 
 
 def gate(rate: str | None) -> None:
-    """Stop with one line (exit 2) if the rate is not tc's syntax or a prerequisite is missing."""
+    """Stop with one line (exit 2) if the rate is not a rate or a prerequisite is missing."""
     try:
         if rate:
-            netns.rate_bits(rate)
+            knobs.rate(rate)
     except ValueError as e:
         common.gate(False, f"--rate: {e}")
     why = unavailable()
@@ -78,10 +84,12 @@ class LiveRun:
         return ns[keep], size[keep]
 
 
-def params(rate: str | None, delay: str | None = None, sndbuf: int | None = None) -> tcp.TcpParams:
-    """One stack, BPF capture required, our names."""
-    return tcp.TcpParams(stacks=1, mode="offline", rate=rate, delay=delay, capture="bpf",
-                         sndbuf=sndbuf, family=FAMILY)
+def params(rate: str | None, delay: str | None = None,
+           sndbuf: int | None = None) -> tuple[Scenario, tcp.TcpOptions]:
+    """One stack over one emulated hop (no delay unless asked), BPF capture required, our names."""
+    path = NetPath(rate_bps=knobs.optional_rate(rate) if rate else None,
+                   delay_ns=knobs.duration(delay) if delay else 0)
+    return Scenario(stacks=1, path=(path,), tcp=Tcp(sndbuf=sndbuf)), tcp.TcpOptions(capture="bpf", family=FAMILY)
 
 
 def run(name: str, demand: Demand, work: Path, rate: str | None, delay: str | None = None,
@@ -89,7 +97,7 @@ def run(name: str, demand: Demand, work: Path, rate: str | None, delay: str | No
     """Replay `demand` over one shaped veth hop with the BPF capture on; files in work/name.
     A run that fails stops the study with one line (exit 2)."""
     try:
-        replay = tcp.run_chain(demand, Path(work) / name, params(rate, delay, sndbuf))
+        replay = tcp.run_chain(demand, Path(work) / name, *params(rate, delay, sndbuf))
     except (tcp.ReplayError, capture.CaptureError) as e:
         common.gate(False, f"{name}: {e}")
     stack = replay.stacks[0]
@@ -98,10 +106,10 @@ def run(name: str, demand: Demand, work: Path, rate: str | None, delay: str | No
 
 def describe_setup(args) -> str:
     """The common paragraph on how the connection was set up, for a study's README."""
-    delay = f"a {args.delay} one-way delay requested" if args.delay else "no delay emulation"
-    return (f"One TCP connection between two network namespaces joined by a veth pair (MTU 1500, "
-            f"TSO/GSO/GRO off, so every device event is one wire packet), a token bucket of "
-            f"{args.rate or 'the veth speed'} on the sender's end, {delay} (this kernel has no "
-            f"netem, so the RTT is the veth's, ~0.1 ms). The sender is replay.tcp's paced replayer "
+    delay = f"a {args.delay} one-way delay" if args.delay else "no added delay"
+    return (f"One TCP connection between two network namespaces joined by the link emulator "
+            f"(replay.linkem on TUN devices, MTU 1500, every device event one wire packet): a "
+            f"{args.rate or 'unlimited'} bottleneck with a 100-packet drop-tail queue, {delay}. "
+            f"The sender is replay.tcp's paced replayer "
             f"(each write issued at its due time); the receiver reads whatever has arrived "
             f"(64 KiB reads). Both ends are captured live by the BPF capture (magnet-read --ext).")

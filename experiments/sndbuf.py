@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 import magnetlib
-from magnetlib import synth
+from magnetlib import knobs, synth
 from magnetlib.format import Event, ExtValid
 from magnet.replay import netns
 
@@ -47,7 +47,7 @@ PAPER = pd.DataFrame([("MPEG movie stream, Linux 2.4, WAN (PAM 2002 Fig. 11)", "
 def build_parser():
     p = common.parser("sndbuf", __doc__)
     p.add_argument("--rate", default="5mbit", help="bottleneck on the sender's end (default 5mbit)")
-    p.add_argument("--delay", default=None, help="one-way delay (needs netem, which this kernel lacks)")
+    p.add_argument("--delay", default=None, help="one-way delay of the emulated path (default none)")
     p.add_argument("--duration", type=float, default=None, help="seconds per run (default 30; --quick: 3)")
     p.add_argument("--buffers", default="auto,65536",
                    help="send buffers to compare: auto (autotuning) or SO_SNDBUF bytes (default auto,65536)")
@@ -61,7 +61,7 @@ def demand_of(case: str, duration: float, rate: str, seed: int):
         return synth.mp3(duration, seed=seed)
     if case == "ftp":
         return synth.ftp(duration, seed=seed)
-    return synth.bulk(total_bytes=int(netns.rate_bits(rate) / 8 * duration))
+    return synth.bulk(total_bytes=int(knobs.rate(rate) / 8 * duration))
 
 
 # ----------------------------------------------------------- the kernel's view ---

@@ -56,7 +56,7 @@ def build_parser():
     p = common.parser("traces", __doc__)
     p.add_argument("--rate", default="20mbit", help="bottleneck on the sender's end, tc syntax "
                                                     "(default 20mbit, WAN-like)")
-    p.add_argument("--delay", default=None, help="one-way delay (needs netem, which this kernel lacks)")
+    p.add_argument("--delay", default=None, help="one-way delay of the emulated path (default none)")
     p.add_argument("--duration", type=float, default=None,
                    help="seconds of each workload (default 65, the paper's window one minute in; "
                         "--quick: 4)")

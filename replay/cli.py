@@ -213,122 +213,86 @@ def _sweep_summary(combos: list[dict], results: list[dict], out: Path) -> int:
 
 
 # ------------------------------------------------------------------- tcp ---
-def _tc_rate(text: str) -> str | None:
-    """--rate as ns-3's (20e6, 20Mbps) or "none", in tc's syntax (20mbit)."""
-    from .ns3 import ns3_rate
-    if text.lower() in ("none", "0"):
-        return None
-    value = ns3_rate(text)[:-3]                         # "20M", "1G", "500k", "1234"
-    units = {"G": "gbit", "M": "mbit", "k": "kbit"}
-    return value[:-1] + units[value[-1]] if value[-1] in units else value + "bit"
-
-
-def _tc_time(text: str) -> str | None:
-    """--delay as ns-3's (0.03, 30ms) or "none", in tc's syntax (30ms, 500us)."""
-    from .ns3 import ns3_time
-    if text.lower() in ("none", "0"):
-        return None
-    value = ns3_time(text)                              # e.g. "30ms", "500us", "1s", "250ns"
-    if value.endswith("ns"):
-        return f"{max(1, round(int(value[:-2]) / 1000))}us"
-    return value
-
-
 def register_tcp(replayers) -> None:
-    from .tcp import CAPTURES, MODES
+    from .scenario import add_arguments
+    from .tcp import CAPTURES
     p = replayers.add_parser(
-        "tcp", help="through N real Linux TCP stacks (network namespaces, or loopback)",
-        description="Replay DEMAND into real TCP connections, each across its own veth pair between "
-                    "network namespaces (root), and measure what each stack puts on its wire. "
-                    "offline: stack k's wire output is stack k+1's demand (the paper's method); "
-                    "relay: N connections joined by split-TCP relays. Prints Table II as "
-                    "`magnet replay ns3` does and writes per-stack traces, table.csv and plots.")
+        "tcp", help="through N real Linux TCP stacks (network namespaces and a link emulator, or loopback)",
+        description="Replay DEMAND into real TCP connections, each between two network namespaces "
+                    "(root) joined by a link emulator on TUN devices that applies the stack's path "
+                    "(rate, delay, queue, loss, jitter, hops, MTU) and its cross traffic, and measure "
+                    "what each stack puts on its wire. offline: stack k's wire output is stack k+1's "
+                    "demand (the paper's method); relay: N connections joined by split-TCP relays. "
+                    "Prints Table II as `magnet replay ns3` does and writes per-stack traces, "
+                    "table.csv and plots.")
     add_demand_args(p)
-    p.add_argument("--stacks", type=int, default=4, help="TCP stacks (default 4)")
-    p.add_argument("--mode", choices=MODES, default="offline",
-                   help="offline re-replay of each stack's wire output, or a live relay chain "
-                        "(default offline)")
-    p.add_argument("--rate", type=_argtype(_tc_rate), default="20Mbps",
-                   help="bottleneck rate of each hop, bit/s: 20e6, 20Mbps, or none (default 20Mbps; "
-                        "tbf on the sending end)")
-    p.add_argument("--delay", type=_argtype(_tc_time), default="30ms",
-                   help="one-way delay of each hop: 0.03, 30ms or none (default 30ms; needs netem, "
-                        "the output says when the kernel lacks it)")
-    p.add_argument("--queue", help="shaper queue, bytes in tc syntax, e.g. 150kb (default 100 frames)")
-    p.add_argument("--shaper", choices=["tbf", "htb"], default="tbf", help="rate shaper (default tbf)")
-    p.add_argument("--loopback", action="store_true",
-                   help="no root needed: connections on 127.0.0.1 (MSS 1448), no shaping, no capture")
-    p.add_argument("--capture", choices=CAPTURES, default="auto",
+    add_arguments(p)
+    g = p.add_argument_group("real TCP only")
+    g.add_argument("--loopback", action="store_true",
+                   help="no root needed: connections on 127.0.0.1 (MSS 1448), no path, no capture")
+    g.add_argument("--capture", choices=CAPTURES, default="auto",
                    help="how each stack's wire is recorded: the BPF capture, tcpdump, none (the "
                         "receiver's reads); auto: the first that works (default)")
-    p.add_argument("--mss", type=int, help="TCP_MAXSEG of every socket (default: the MTU's)")
-    p.add_argument("--cc", help="congestion control of every socket, e.g. cubic, bbr (default: the system's)")
-    p.add_argument("--no-nagle", dest="nagle", action="store_false", help="TCP_NODELAY on every socket")
-    p.add_argument("--sndbuf", type=int, help="SO_SNDBUF of every socket (default: autotuning)")
-    p.add_argument("--rcvbuf", type=int, help="SO_RCVBUF of every socket (default: autotuning)")
-    p.add_argument("--no-pin", dest="pin", action="store_false",
+    g.add_argument("--no-pin", dest="pin", action="store_false",
                    help="let the scheduler place the paced sender (default: a CPU of its own, the "
                         "rest of the run on the others, when there are 2 or more)")
-    p.add_argument("--send-only", action="store_true",
+    g.add_argument("--send-only", action="store_true",
                    help="replay only the send direction of a request/response demand")
-    p.add_argument("--concurrent", action="store_true",
+    g.add_argument("--concurrent", action="store_true",
                    help="both directions at their trace times, no waiting for the peer (Tmix CONC)")
-    p.add_argument("--seed", type=int, default=1, help="random seed of a synth: workload")
+    g.add_argument("--all-segments", dest="new_data_only", action="store_false",
+                   help="offline: the next stack replays every data segment, retransmissions "
+                        "included (default: new data only)")
+    g.add_argument("--no-rt", dest="realtime", action="store_false",
+                   help="run the link emulators without SCHED_FIFO")
     p.set_defaults(func=cmd_replay_tcp)
 
 
 def cmd_replay_tcp(args) -> int:
-    import signal
+    from . import tcp
+    with tcp.interruptible():                   # Ctrl-C and SIGTERM clean up, exit 130
+        return _replay_tcp(args)
 
+
+def _replay_tcp(args) -> int:
     from . import inputs, tcp
+    from .scenario import PATH_FLAGS, from_args
     try:
-        params = tcp.TcpParams(stacks=args.stacks, mode=args.mode, rate=args.rate, delay=args.delay,
-                               queue=args.queue, shaper=args.shaper, loopback=args.loopback,
-                               capture=args.capture, mss=args.mss, cc=args.cc, nagle=args.nagle,
-                               sndbuf=args.sndbuf, rcvbuf=args.rcvbuf, concurrent=args.concurrent,
-                               pin=args.pin)
+        scenario = from_args(args)
+        options = tcp.TcpOptions(capture=args.capture, loopback=args.loopback, pin=args.pin,
+                                 concurrent=args.concurrent, send_only=args.send_only,
+                                 new_data_only=args.new_data_only, realtime=args.realtime)
     except ValueError as e:
         raise TraceError("magnet replay tcp", str(e)) from None
-    tcp.check_privileges(params)
+    if args.loopback:
+        given = [flag for flag, name, *_ in PATH_FLAGS if getattr(args, f"path_{name}") is not None]
+        if given or args.cross:
+            raise TraceError((given or ["--cross"])[0], "--loopback emulates no path (127.0.0.1): drop "
+                                                        "it, or run without --loopback (root)")
+    linux = tcp.prepare(scenario, options)
     demand = inputs.load_demand(args.demand, args.stream, args.duration, args.seed,
                                 directions="send" if args.send_only else "both")
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     inputs.write_compact(demand, str(out / "demand.magnet"))
-    previous = signal.signal(signal.SIGTERM, _interrupt)       # clean up as for Ctrl-C
-    try:
-        print(_describe(params, demand), flush=True)
-        run = tcp.run_chain(demand, out, params, progress=lambda line: print(line, file=sys.stderr))
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    print(tcp.describe(scenario, options, linux), flush=True)
+    print(_pinning(options) + _demand_line(demand), flush=True)
+    run = tcp.run_chain(demand, out, scenario, options, progress=lambda line: print(line, file=sys.stderr))
     _report_tcp(run, not args.no_plots)
     return 0
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def _describe(params, demand) -> str:
+def _demand_line(demand) -> str:
     from magnetlib.demand import RECV
-    where = ("127.0.0.1 (loopback, MSS 1448)" if params.loopback else
-             "a veth pair between network namespaces per stack (MTU 1500, offloads off)")
-    hop = (f"rate {params.rate or 'unshaped'}" + (f" ({params.shaper} on the sending end)" if params.rate else "")
-           + f", one-way delay {params.delay or 'none'}")
     responses = int((demand.direction == RECV).sum())
-    return (f"magnet replay tcp: {params.stacks} stacks, {params.mode}, over {where}\n"
-            + ("" if params.loopback else f"  per hop: {hop}\n")
-            + f"  TCP: {params.cc or 'system default'} congestion control, Nagle {'on' if params.nagle else 'off'}"
-            + (f", MSS {params.mss}" if params.mss else "") + "\n"
-            + _pinning(params)
-            + f"  demand: {len(demand) - responses} writes, {demand.total_bytes} bytes over "
-              f"{demand.duration_ns / 1e9:.3f} s"
+    return (f"  demand: {len(demand) - responses} writes, {demand.total_bytes} bytes over "
+            f"{demand.duration_ns / 1e9:.3f} s"
             + (f", {responses} of them responses (the acceptor's)" if responses else ""))
 
 
-def _pinning(params) -> str:
+def _pinning(options) -> str:
     cpus = sorted(os.sched_getaffinity(0))
-    if not params.pin or len(cpus) < 2:
+    if not options.pin or len(cpus) < 2:
         return ""
     return f"  pacing: the sender on CPU {cpus[-1]}, the rest of the run on {', '.join(map(str, cpus[:-1]))}\n"
 
@@ -350,6 +314,8 @@ def _report_tcp(run, plots: bool) -> None:
         print()
         print(report.format_table(table))
     print()
+    if run.applied.count("\n") and not run.options.loopback:
+        print(run.applied.splitlines()[-1].strip())
     for note in run.notes:
         print(f"note: {note}")
     print(f"note: wire recorded by {_METHODS[run.method]}")

@@ -1,8 +1,8 @@
 """One end of a replayed TCP connection, or a relay between two: a process of its own.
 
-    python -m magnet.replay.endpoint acceptor --listen 10.201.1.2:0 --side b.npz --record b-rec.npz
-    python -m magnet.replay.endpoint initiator --connect 10.201.1.2:PORT --side a.npz --record a-rec.npz
-    python -m magnet.replay.endpoint relay --listen 10.201.2.1:0 --connect 10.201.2.2:PORT --record r.npz
+    python -m magnet.replay.endpoint acceptor --listen 10.201.1.2:0 --side b-writes --record b-record
+    python -m magnet.replay.endpoint initiator --connect 10.201.1.2:PORT --side a-writes --record a-record
+    python -m magnet.replay.endpoint relay --listen 10.201.2.1:0 --connect 10.201.2.2:PORT --record r-record
 
 acceptor and relay print `ready PORT` once listening.  Every role prints one
 JSON line at the end: its socket cookies (SO_COOKIE, the capture's ids), bytes
@@ -18,7 +18,10 @@ every send() call (write, time before, time after, what it returned: -11 is
 EAGAIN), every read (time after, bytes; 0 is the end of the stream), and per
 write its due time.  A relay forwards each read at once (one thread per
 direction, blocking sockets: a full downstream holds up its upstream) and
-records its reads.
+records its reads.  A record is a directory of .npy files (load_record() maps
+them); rows grow in memory only CHUNK at a time before they go to their file,
+so a demand of millions of writes needs tens of MB, not GB.  Every sending socket's smoothed RTT (TCP_INFO) is
+sampled every RTT_SAMPLE_NS while it sends.
 """
 from __future__ import annotations
 
@@ -30,16 +33,25 @@ import select
 import socket
 import struct
 import sys
+import shutil
 import threading
+from pathlib import Path
+
+import numpy as np
 
 from .pacing import Pacer, now_ns, tight_timer_slack
 
 SO_COOKIE = 57
 EAGAIN = -11
 READ_SIZE = 65536
+CHUNK = 65536                     # rows of a record held in memory before they go to a file
+RTT_SAMPLE_NS = 10_000_000
 # struct tcp_info (linux/tcp.h): name -> (offset, format)
-TCP_INFO_FIELDS = {"snd_mss": (16, "I"), "rtt_us": (68, "I"), "total_retrans": (100, "I"),
-                   "data_segs_out": (156, "I"), "bytes_sent": (200, "Q"), "bytes_retrans": (208, "Q")}
+TCP_INFO_FIELDS = {"options": (5, "B"), "wscale": (6, "B"), "ato_us": (12, "I"), "snd_mss": (16, "I"),
+                   "rcv_mss": (20, "I"), "pmtu": (60, "I"), "rtt_us": (68, "I"), "advmss": (84, "I"),
+                   "total_retrans": (100, "I"), "min_rtt_us": (148, "I"), "data_segs_out": (156, "I"),
+                   "bytes_sent": (200, "Q"), "bytes_retrans": (208, "Q")}
+TCPI_OPT = {"timestamps": 1, "sack": 2, "window_scaling": 4}
 
 
 class PeerClosed(Exception):
@@ -54,6 +66,68 @@ def cookie(sock: socket.socket) -> int:
 def tcp_info(sock: socket.socket) -> dict:
     raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232).ljust(232, b"\0")
     return {name: struct.unpack_from(fmt, raw, off)[0] for name, (off, fmt) in TCP_INFO_FIELDS.items()}
+
+
+def srtt_us(sock: socket.socket) -> int:
+    return struct.unpack_from("I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 72), 68)[0]
+
+
+def tcp_facts(sock: socket.socket) -> dict:
+    """What the connection negotiated and runs: the knobs as the kernel applied them."""
+    info = tcp_info(sock)
+    facts = {name: bool(info["options"] & bit) for name, bit in TCPI_OPT.items()}
+    facts.update(snd_wscale=info["wscale"] & 0xF, rcv_wscale=info["wscale"] >> 4,
+                 cc=sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0")[0].decode(),
+                 nodelay=bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)),
+                 sndbuf=sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                 rcvbuf=sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+                 **{k: info[k] for k in ("snd_mss", "rcv_mss", "advmss", "pmtu")})
+    return facts
+
+
+class Spill:
+    """Rows of int64 appended to `rows` (a list), moved to a raw file every CHUNK rows
+    by check(): what stays in memory is bounded whatever the count."""
+
+    def __init__(self, path: Path, width: int):
+        self.path, self.width = path, width
+        self.rows: list = []
+        self.count = 0
+        self.file = None
+
+    def check(self) -> None:
+        if len(self.rows) >= CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        if self.file is None:
+            self.file = open(self.path, "wb")
+        np.asarray(self.rows, np.int64).reshape(-1, self.width).tofile(self.file)
+        self.count += len(self.rows)
+        self.rows.clear()
+
+    def save(self, npy: Path) -> None:
+        """Every row as an .npy file (a spilled file is copied behind the header, then removed)."""
+        if self.file is None:
+            rows = np.asarray(self.rows, np.int64).reshape(-1, self.width)
+            np.save(npy, rows.reshape(-1) if self.width == 1 else rows)
+            return
+        self.flush()
+        self.file.close()
+        shape = (self.count,) if self.width == 1 else (self.count, self.width)
+        with open(npy, "wb") as out, open(self.path, "rb") as raw:
+            np.lib.format.write_array_header_2_0(out, {"descr": "<i8", "fortran_order": False,
+                                                       "shape": shape})
+            shutil.copyfileobj(raw, out, 1 << 20)
+        self.path.unlink()
+
+
+def load_record(path) -> dict:
+    """A record's arrays by name (calls, reads, due, size, rtt; a relay's reads_down,
+    reads_up), memory-mapped."""
+    return {p.stem: np.load(p, mmap_mode="r") for p in sorted(Path(path).glob("*.npy"))}
 
 
 def address(text: str) -> tuple[str, int]:
@@ -104,34 +178,47 @@ def connect(args) -> socket.socket:
 class Replayer:
     """Issue a Side's writes on a connected socket at their due times; read all the peer sends."""
 
-    def __init__(self, sock: socket.socket, side, anchor_ns: int):
+    def __init__(self, sock: socket.socket, side, anchor_ns: int, record: Path, read_size: int = READ_SIZE):
         self.sock, self.side, self.anchor = sock, side, anchor_ns
         self.payload = memoryview(bytearray(int(side.size.max()) if len(side) else 1))
-        self.buf = bytearray(READ_SIZE)
-        self.calls: list[tuple[int, int, int, int]] = []
-        self.reads: list[tuple[int, int]] = []
+        self.buf = bytearray(read_size)
+        self.calls = Spill(record / "calls.raw", 4)      # write, before, after, returned
+        self.reads = Spill(record / "reads.raw", 2)      # time, bytes
+        self.due = Spill(record / "due.raw", 1)
+        self.rtt: list[tuple[int, int]] = []                     # time, srtt (us)
+        self.waits = bool(len(side) and side.after_peer.max() > 0)
         self.total_after: list[int] = []           # per data read: bytes so far, and when
         self.time_after: list[int] = []
-        self.due: list[int] = []
         self.received = 0
         self.peer_eof = False
         self.pacer = Pacer()
 
     def run(self) -> None:
         self.sock.setblocking(False)
-        t, size = self.side.time_ns.tolist(), self.side.size.tolist()
-        after, think = self.side.after_peer.tolist(), self.side.think_ns.tolist()
-        send, calls, payload, pacer = self.sock.send, self.calls, self.payload, self.pacer
-        pacer.calibrate(self.anchor - pacer.margin, self._idle)
-        base = self.anchor
-        for i in range(len(t)):
-            if after[i] > self.received:
-                self._wait_for_peer(after[i])
-            if think[i] >= 0 and after[i] > 0:            # an ADU answering the peer
-                base = self._arrived_at(after[i]) + think[i] - t[i]
-            due = base + t[i]
-            self.due.append(due)
-            view = payload[:size[i]]
+        self.pacer.calibrate(self.anchor - self.pacer.margin, self._idle)
+        self.base = self.anchor
+        for lo in range(0, len(self.side), CHUNK):
+            self._run_chunk(lo, slice(lo, lo + CHUNK))
+        self.sock.shutdown(socket.SHUT_WR)
+        while not self.peer_eof:
+            self._idle(None)
+
+    def _run_chunk(self, lo: int, part: slice) -> None:
+        """Writes lo.. of one chunk of the Side (Python lists of a chunk only)."""
+        side = self.side
+        t, size = side.time_ns[part].tolist(), side.size[part].tolist()
+        after, think = side.after_peer[part].tolist(), side.think_ns[part].tolist()
+        send, calls, payload, pacer = self.sock.send, self.calls.rows, self.payload, self.pacer
+        dues, last_rtt = self.due.rows, 0
+        for j in range(len(t)):
+            i = lo + j
+            if after[j] > self.received:
+                self._wait_for_peer(after[j])
+            if think[j] >= 0 and after[j] > 0:            # an ADU answering the peer
+                self.base = self._arrived_at(after[j]) + think[j] - t[j]
+            due = self.base + t[j]
+            dues.append(due)
+            view = payload[:size[j]]
             now = pacer.sleep_before(due, self._idle)
             while now < due:                              # spin, then write at once
                 now = now_ns()
@@ -141,11 +228,14 @@ class Replayer:
             except BlockingIOError:
                 n = EAGAIN
             calls.append((i, before, now_ns(), n))
-            if n != size[i]:
+            if n != size[j]:
                 self._write_rest(i, view[max(n, 0):])
-        self.sock.shutdown(socket.SHUT_WR)
-        while not self.peer_eof:
-            self._idle(None)
+            if before - last_rtt >= RTT_SAMPLE_NS:
+                self.rtt.append((before, srtt_us(self.sock)))
+                last_rtt = before
+            self.calls.check()
+            self.reads.check()
+        self.due.flush()
 
     def _write_rest(self, i: int, view: memoryview) -> None:
         """A blocked write: the rest as the send buffer makes room (reading meanwhile)."""
@@ -156,7 +246,7 @@ class Replayer:
                 n = self.sock.send(view)
             except BlockingIOError:
                 n = EAGAIN
-            self.calls.append((i, before, now_ns(), n))
+            self.calls.rows.append((i, before, now_ns(), n))
             view = view[max(n, 0):]
 
     def _idle(self, timeout: float | None) -> None:
@@ -180,13 +270,14 @@ class Replayer:
             except BlockingIOError:
                 return
             t = now_ns()
-            self.reads.append((t, n))
+            self.reads.rows.append((t, n))
             if n == 0:
                 self.peer_eof = True
                 return
             self.received += n
-            self.total_after.append(self.received)
-            self.time_after.append(t)
+            if self.waits:
+                self.total_after.append(self.received)
+                self.time_after.append(t)
 
     def _wait_for_peer(self, nbytes: int) -> None:
         while self.received < nbytes:
@@ -200,7 +291,7 @@ class Replayer:
         return self.time_after[bisect.bisect_left(self.total_after, nbytes)]
 
     def record(self) -> dict:
-        return {"calls": self.calls, "reads": self.reads, "due": self.due,
+        return {"calls": self.calls, "reads": self.reads, "due": self.due, "rtt": self.rtt,
                 "size": self.side.size}
 
 
@@ -208,8 +299,11 @@ class Replayer:
 class Relay:
     """Forward each read at once, both directions, until both have ended."""
 
-    def __init__(self, upstream: socket.socket, downstream: socket.socket):
-        self.reads = {"down": [], "up": []}         # forwarded downstream / upstream
+    def __init__(self, upstream: socket.socket, downstream: socket.socket, record: Path,
+                 read_size: int = READ_SIZE):
+        self.reads = {way: Spill(record / f"reads_{way}.raw", 2) for way in ("down", "up")}
+        self.rtt: list[tuple[int, int]] = []        # the downstream (sending) socket's srtt
+        self.read_size = read_size
         self.moved = {"down": 0, "up": 0}
         self.errors: list[str] = []
         self.threads = [threading.Thread(target=self._pump, args=(upstream, downstream, "down")),
@@ -224,14 +318,20 @@ class Relay:
             raise OSError(self.errors[0])
 
     def _pump(self, src: socket.socket, dst: socket.socket, way: str) -> None:
-        buf = bytearray(READ_SIZE)
+        buf = bytearray(self.read_size)
         view = memoryview(buf)
-        log = self.reads[way]
+        spill = self.reads[way]
+        log, last_rtt = spill.rows, 0
         try:
             while n := src.recv_into(buf):
-                log.append((now_ns(), n))
+                t = now_ns()
+                log.append((t, n))
                 dst.sendall(view[:n])
                 self.moved[way] += n
+                if way == "down" and t - last_rtt >= RTT_SAMPLE_NS:
+                    self.rtt.append((t, srtt_us(dst)))
+                    last_rtt = t
+                spill.check()
             log.append((now_ns(), 0))
             dst.shutdown(socket.SHUT_WR)
         except OSError as e:
@@ -239,21 +339,25 @@ class Relay:
 
 
 # ------------------------------------------------------------------- main ---
-def _save(path: str, record: dict) -> None:
-    import numpy as np
-    arrays = {"calls": np.array(record.get("calls", []), np.int64).reshape(-1, 4),
-              "reads": np.array(record.get("reads", []), np.int64).reshape(-1, 2),
-              "due": np.array(record.get("due", []), np.int64),
-              "size": np.array(record.get("size", []), np.int64)}
-    for way in ("down", "up"):
-        if way in record:
-            arrays[f"reads_{way}"] = np.array(record[way], np.int64).reshape(-1, 2)
-    np.savez(path, **arrays)
+def _save(path: Path, record: dict) -> None:
+    """The record as a directory of .npy files, one per array."""
+    for name, value in record.items():
+        if isinstance(value, Spill):
+            value.save(path / f"{value.path.stem}.npy")
+        else:
+            width = 2 if name == "rtt" else 1
+            np.save(path / f"{name}.npy", np.asarray(value, np.int64).reshape(-1, width)[:, 0]
+                    if width == 1 else np.asarray(value, np.int64).reshape(-1, width))
 
 
 def _result(sock: socket.socket, **extra) -> dict:
     return {"cookie": cookie(sock), "local": list(sock.getsockname()), "peer": list(sock.getpeername()),
-            "tcp_info": tcp_info(sock), **extra}
+            "tcp_info": tcp_info(sock), "tcp": tcp_facts(sock), **extra}
+
+
+def _rtt_mean(samples: list[tuple[int, int]]) -> float | None:
+    values = [rtt for _, rtt in samples if rtt]
+    return sum(values) / len(values) if values else None
 
 
 def run_replayer(args) -> dict:
@@ -264,7 +368,7 @@ def run_replayer(args) -> dict:
     else:
         sock = connect(args)
     result = _result(sock)                       # addresses while both ends are open
-    replayer = Replayer(sock, side, now_ns() + int(args.lead_ms * 1e6))
+    replayer = Replayer(sock, side, now_ns() + int(args.lead_ms * 1e6), args.record, args.read_size)
     gc.disable()                                 # no collector pause between due times
     try:
         replayer.run()
@@ -272,7 +376,8 @@ def run_replayer(args) -> dict:
         gc.enable()
         _save(args.record, replayer.record())
     result.update(anchor_ns=replayer.anchor, written=side.total_bytes, read=replayer.received,
-                  margin_ns=replayer.pacer.margin, tcp_info=tcp_info(sock))
+                  margin_ns=replayer.pacer.margin, tcp_info=tcp_info(sock),
+                  srtt_mean_us=_rtt_mean(replayer.rtt))
     sock.close()
     return result
 
@@ -281,15 +386,22 @@ def run_relay(args) -> dict:
     upstream = accept(listen(args), args)
     downstream = connect(args)
     up_info, down_info = _result(upstream), _result(downstream)
-    relay = Relay(upstream, downstream)
+    relay = Relay(upstream, downstream, args.record, args.read_size)
     try:
         relay.run()
     finally:
-        _save(args.record, {"down": relay.reads["down"], "up": relay.reads["up"]})
+        _save(args.record, {"down": relay.reads["down"], "up": relay.reads["up"], "rtt": relay.rtt})
     up_info["tcp_info"], down_info["tcp_info"] = tcp_info(upstream), tcp_info(downstream)
+    down_info["srtt_mean_us"] = _rtt_mean(relay.rtt)
     upstream.close()
     downstream.close()
     return {"upstream": up_info, "downstream": down_info, "forwarded": relay.moved}
+
+
+def _record_dir(text: str) -> Path:
+    path = Path(text)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def parse_args(argv=None):
@@ -298,8 +410,8 @@ def parse_args(argv=None):
     p.add_argument("role", choices=["initiator", "acceptor", "relay"])
     p.add_argument("--listen", metavar="ADDR:PORT")
     p.add_argument("--connect", metavar="ADDR:PORT")
-    p.add_argument("--side", help="the writes (replay.schedule.Side, .npz)")
-    p.add_argument("--record", required=True, help="where the record goes (.npz)")
+    p.add_argument("--side", help="the writes (replay.schedule.Side, a directory)")
+    p.add_argument("--record", required=True, type=_record_dir, help="where the record goes (a directory)")
     p.add_argument("--lead-ms", type=float, default=200.0,
                    help="time zero of the writes: this long after the connection is set up")
     p.add_argument("--mss", type=int)
@@ -307,6 +419,7 @@ def parse_args(argv=None):
     p.add_argument("--nodelay", action="store_true", help="TCP_NODELAY (Nagle off)")
     p.add_argument("--sndbuf", type=int)
     p.add_argument("--rcvbuf", type=int)
+    p.add_argument("--read-size", type=int, default=READ_SIZE, help="bytes per recv() call")
     return p.parse_args(argv)
 
 

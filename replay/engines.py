@@ -126,10 +126,7 @@ def _run_tcp(demand: Demand, scenario: Scenario, out: Path, progress: Progress, 
     rows = run.series("send")
     stacks = []
     for (_, ns, size), s in zip(rows[1:], run.stacks):
-        info = s.sender.get("tcp_info", {})
-        rtt = info.get("rtt_us")
-        stacks.append(StackResult(s.k, ns, size, s.new_bytes, rtt * 1e3 if rtt else None,
-                                  int(info.get("bytes_retrans", 0)), list(s.notes)))
+        stacks.append(StackResult(s.k, ns, size, s.new_bytes, s.rtt_mean_ns, s.retrans_bytes, list(s.notes)))
     return Outcome("tcp", scenario, run.method, rows[0][1], rows[0][2], stacks, list(run.notes),
                    out, run.applied)
 

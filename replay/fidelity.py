@@ -29,14 +29,21 @@ class Writes:
     calls: np.ndarray         # send() calls per write
     blocked: np.ndarray       # bool
 
-    def frame(self):
+    def frame(self, part: slice = slice(None)):
         import pandas as pd
-        return pd.DataFrame({"due_ns": self.due, "issued_ns": self.issued, "done_ns": self.done,
-                             "bytes": self.size, "calls": self.calls, "blocked": self.blocked})
+        return pd.DataFrame({"due_ns": self.due[part], "issued_ns": self.issued[part],
+                             "done_ns": self.done[part], "bytes": self.size[part],
+                             "calls": self.calls[part], "blocked": self.blocked[part]})
+
+    def to_csv(self, path, chunk: int = 1_000_000) -> None:
+        """writes.csv, a million rows at a time (memory stays bounded)."""
+        with open(path, "w") as f:
+            for lo in range(0, max(len(self.due), 1), chunk):
+                self.frame(slice(lo, lo + chunk)).to_csv(f, index=False, header=lo == 0)
 
 
 def writes(record) -> Writes:
-    """Per write, from a replayer record (an npz or a dict of its arrays)."""
+    """Per write, from a replayer record (endpoint.load_record, or a dict of its arrays)."""
     calls = np.asarray(record["calls"]).reshape(-1, 4)
     index = calls[:, 0]
     starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]]) if len(index) else index
@@ -83,8 +90,9 @@ def paced_mask(w: Writes, min_gap_ns: int = MIN_GAP_NS) -> tuple[np.ndarray, np.
     return (gap >= min_gap_ns) & ~held, held
 
 
-def timing(record, min_gap_ns: int = MIN_GAP_NS) -> Timing:
-    w = writes(record)
+def timing(record, min_gap_ns: int = MIN_GAP_NS, w: Writes | None = None) -> Timing:
+    """From a record, or its Writes if already derived."""
+    w = w or writes(record)
     paced, held = paced_mask(w, min_gap_ns)
     err = np.abs(w.issued - w.due)[paced] / 1e3
     lag = (w.done - w.due)[w.blocked] / 1e6
@@ -95,7 +103,8 @@ def timing(record, min_gap_ns: int = MIN_GAP_NS) -> Timing:
                   int((held & ~w.blocked).sum()))
 
 
-def confirmed(record, sock_ns: np.ndarray, sock_size: np.ndarray, min_gap_ns: int = MIN_GAP_NS) -> dict:
+def confirmed(record, sock_ns: np.ndarray, sock_size: np.ndarray, min_gap_ns: int = MIN_GAP_NS,
+              w: Writes | None = None) -> dict:
     """The capture's view: each send() call's SOCK_SEND record (stamped as the call
     returns, so it lies between the replayer's before and after times), and the
     error of the paced writes measured at those records: SOCK_SEND - due."""
@@ -106,7 +115,7 @@ def confirmed(record, sock_ns: np.ndarray, sock_size: np.ndarray, min_gap_ns: in
     ok = k < len(ts)
     k = np.minimum(k, max(len(ts) - 1, 0))
     matched = ok & (ts[k] <= calls[:, 2]) & (size[k] == calls[:, 3]) if len(ts) else ok
-    w = writes(record)
+    w = w or writes(record)
     paced, _ = paced_mask(w, min_gap_ns)
     first = np.flatnonzero(np.r_[True, calls[1:, 0] != calls[:-1, 0]])[:len(w.due)]
     use = paced & matched[first]

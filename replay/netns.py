@@ -293,8 +293,8 @@ def sweep(prefix: str) -> list[str]:
     """Delete what a run made with `prefix` left: its namespaces (with their veths
     and qdiscs), any of its veths left here, and its cgroups (magnet/PREFIX-*,
     after interrupting captures that record them); returns what was removed."""
-    gone = _sweep_cgroups(prefix)
-    ns_name = re.compile(rf"{re.escape(prefix)}-n\d+")
+    gone = _sweep_cgroups(prefix) + _stop_emulators(prefix)
+    ns_name = re.compile(rf"{re.escape(prefix)}-(n\d+|cs|cr)")
     names_found = [name for name in listed() if ns_name.fullmatch(name)]
     remove(names_found)
     gone += names_found
@@ -305,6 +305,17 @@ def sweep(prefix: str) -> list[str]:
             sh("ip", "link", "del", dev, check=False)
             gone.append(dev)
     return gone
+
+
+def _stop_emulators(prefix: str) -> list[str]:
+    """End the link emulators (replay.linkem) of a prefix: their TUN devices go with them."""
+    found = _with_argument(f"--name={prefix}-s".encode(), exact=False)
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    return [f"linkem process {pid}" for pid in found]
 
 
 def _sweep_cgroups(prefix: str) -> list[str]:
@@ -378,14 +389,20 @@ def _guard(prefix: str) -> int:
 
 def _capturing(cgroup: Path) -> list[int]:
     """Processes started with `--cgroup CGROUP` (magnet-read) on their command line."""
-    wanted = f"--cgroup\0{cgroup}\0".encode()
+    return _with_argument(f"--cgroup\0{cgroup}\0".encode())
+
+
+def _with_argument(wanted: bytes, exact: bool = True) -> list[int]:
+    """Processes whose command line holds `wanted` (exact: as whole arguments, which
+    `wanted` then spells with its NULs; else as the start of one argument)."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if wanted in cmdline.read_bytes():
-                found.append(int(cmdline.parent.name))
+            text = b"\0" + cmdline.read_bytes()
         except OSError:
-            pass
+            continue
+        if (wanted in text) if exact else (b"\0" + wanted in text):
+            found.append(int(cmdline.parent.name))
     return found
 
 

@@ -12,11 +12,12 @@ start.  With `concurrent`, each side writes at its trace times and waits for
 nothing (Tmix's concurrent vectors).
 
     initiator, acceptor = schedule.sides(demand)
-    initiator.save("a.npz"); Side.load("a.npz")
+    initiator.save("a-writes"); Side.load("a-writes")   # a directory of .npy, read memory-mapped
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -48,20 +49,25 @@ class Side:
     def total_bytes(self) -> int:
         return int(self.size.sum())
 
+    FIELDS = ("time_ns", "size", "after_peer", "think_ns")
+
     def save(self, path) -> None:
-        np.savez(path, time_ns=self.time_ns, size=self.size, after_peer=self.after_peer,
-                 think_ns=self.think_ns)
+        """One .npy per field in directory `path`, so that load() can map them."""
+        Path(path).mkdir(parents=True, exist_ok=True)
+        for name in self.FIELDS:
+            np.save(Path(path) / f"{name}.npy", np.asarray(getattr(self, name), np.int64))
 
     @classmethod
     def load(cls, path) -> "Side":
-        with np.load(path) as f:
-            return cls(*(f[k].astype(np.int64) for k in ("time_ns", "size", "after_peer", "think_ns")))
+        """Memory-mapped: a side of millions of writes is read as it is replayed."""
+        return cls(*(np.load(Path(path) / f"{name}.npy", mmap_mode="r") for name in cls.FIELDS))
 
     @classmethod
     def paced(cls, time_ns, size) -> "Side":
         """Writes at their times, waiting for nothing."""
         time_ns, size = np.asarray(time_ns, np.int64), np.asarray(size, np.int64)
-        return cls(time_ns, size, np.zeros(len(size), np.int64), np.full(len(size), NO_WAIT, np.int64))
+        return cls(time_ns, size, np.broadcast_to(np.int64(0), len(size)),
+                   np.broadcast_to(np.int64(NO_WAIT), len(size)))
 
 
 def sides(demand: Demand, concurrent: bool = False) -> tuple[Side, Side]:

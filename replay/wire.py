@@ -23,7 +23,7 @@ import numpy as np
 
 import magnetlib
 from magnet import capture
-from magnetlib import pcap
+from magnetlib import pcap, segmentation
 from magnetlib import demand as demand_mod
 from magnetlib.format import Clock, Event
 
@@ -116,6 +116,18 @@ def from_trace(path: Path, cookie: int) -> tuple[Series, Series]:
     return out[0], out[1]
 
 
+def trace_new_bytes(path: Path, cookie: int) -> np.ndarray:
+    """Per data segment the socket sent (in from_trace's order), its bytes never sent
+    before, from the segments' sequence numbers (magnetlib.segmentation.new_bytes)."""
+    with magnetlib.open(path) as trace:
+        pos = trace.select([Event.DEV_SEND], cookie)
+        ns, size = trace.series(pos)
+        seq = trace.column_at("seq", pos).astype(np.int64)
+    data = size > 0
+    order = np.argsort(ns[data], kind="stable")
+    return segmentation.new_bytes(seq[data][order], size[data][order])
+
+
 def sock_sends(path: Path, cookie: int) -> tuple[np.ndarray, np.ndarray]:
     """Every SOCK_SEND record of a socket, errors included: (ns, returned)."""
     with magnetlib.open(path) as trace:
@@ -200,6 +212,14 @@ def from_pcap(path: Path, addr: str, port: int, offset_ns: int) -> tuple[Series,
     got = data & (p["daddr"] == me).all(axis=1) & (p["dport"] == port)
     return tuple(Series(p["time_ns"][m].astype(np.int64) - offset_ns, p["payload"][m].astype(np.int64))
                  for m in (sent, got))
+
+
+def pcap_new_bytes(path: Path, addr: str, port: int) -> np.ndarray:
+    """Per data packet `addr`:`port` sent (in from_pcap's order), its bytes never sent before."""
+    p = pcap.read(path).packets
+    me = np.frombuffer(pcap.convert.parse_address(addr), np.uint8)
+    sent = (p["payload"] > 0) & (p["saddr"] == me).all(axis=1) & (p["sport"] == port)
+    return segmentation.new_bytes(p["seq"][sent].astype(np.int64), p["payload"][sent].astype(np.int64))
 
 
 def pcap_to_trace(pcap_path: Path, trace_path: Path, local: str, offset_ns: int) -> None:

@@ -1,7 +1,8 @@
 """magnet replay tcp: demand replayed into real TCP connections, really run.
 
-Loopback tests need nothing; the others need root (network namespaces), the
-BPF capture or tcpdump, and skip with the reason without them.
+Loopback tests need nothing; the others need root (network namespaces and the
+link emulator on TUN devices), the BPF capture or tcpdump, and skip with the
+reason without them.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,12 +21,20 @@ import pytest
 
 import magnetlib
 from magnetlib.demand import RECV, SEND, Demand
+from magnetlib import knobs
 from magnetlib.format import Event
-from magnet.replay import fidelity, netns, tcp, wire
+from magnet.replay import endpoint, fidelity, linkem, netns, tcp, wire
+from magnet.replay.scenario import Path as NetPath
+from magnet.replay.scenario import Scenario, Tcp, cross
 
 from .conftest import BIN, assert_clean_error, require, require_root, require_tool, run_magnet
 
 MS = 1_000_000
+LOOPBACK = tcp.TcpOptions(loopback=True)
+
+
+def chain(stacks: int = 1, mode: str = "offline", **path) -> Scenario:
+    return Scenario(stacks=stacks, mode=mode, path=(NetPath(**path),))
 
 
 def paced(count: int, spacing_ms: float, size: int) -> Demand:
@@ -39,12 +49,7 @@ def check_bytes(run: tcp.TcpRun, demand_bytes: int, wire_exact: bool = True) -> 
         assert s.delivered == s.written, (s.k, s.delivered, s.written)
         if wire_exact:
             assert s.send.bytes >= s.delivered, (s.k, s.send.bytes, s.delivered)
-        given = s.send.bytes if run.params.mode == "offline" else s.delivered
-
-
-def netem_here(tmp_path) -> bool:
-    with netns.chain(f"mgrpt{os.getpid() % 100000}", 1) as topo:
-        return netns.netem_available(topo.hops[0].right_ns, topo.hops[0].right_dev)
+        given = int(s.new_bytes.sum()) if run.scenario.mode == "offline" else s.delivered
 
 
 def table_rows(out) -> list[str]:
@@ -61,8 +66,9 @@ def bpf():
 @pytest.fixture
 def namespaces():
     require_root()
-    for tool in ("ip", "tc", "ethtool"):
-        require_tool(tool)
+    require_tool("ip")
+    why = linkem.unavailable()
+    require(why is None, f"link emulator: {why}")
 
 
 # --------------------------------------------------------------- loopback ---
@@ -70,7 +76,7 @@ def namespaces():
 def test_loopback_stacks_deliver_every_byte(tmp_path, mode):
     """No root: N connections on 127.0.0.1, each stack's row from its receiver's reads."""
     demand = paced(40, 10, 10240)
-    run = tcp.run_chain(demand, tmp_path, tcp.TcpParams(stacks=3, mode=mode, loopback=True))
+    run = tcp.run_chain(demand, tmp_path, Scenario(stacks=3, mode=mode), LOOPBACK)
     assert run.method == "reads" and [s.k for s in run.stacks] == [1, 2, 3]
     check_bytes(run, demand.total_bytes)
     assert [label for label, _, _ in run.series()] == ["Application", "1st TCP stack", "2nd TCP stack",
@@ -86,11 +92,11 @@ def test_request_response_waits_for_the_peer(tmp_path):
         rows += [(t, SEND, 300), (t + 20 * MS, RECV, 3000), (t + 22 * MS, RECV, 2000)]
     t, d, size = map(np.array, zip(*rows))
     demand = Demand.from_arrays(t, size, d)
-    run = tcp.run_chain(demand, tmp_path, tcp.TcpParams(stacks=1, loopback=True))
+    run = tcp.run_chain(demand, tmp_path, Scenario(stacks=1), LOOPBACK)
     s = run.stacks[0]
     assert s.written == 8 * 300 and s.delivered == 8 * 300 and s.sender["read"] == 8 * 5000
-    ini = dict(np.load(tmp_path / "stack-1" / "initiator.npz"))
-    acc = dict(np.load(tmp_path / "stack-1" / "acceptor.npz"))
+    ini = endpoint.load_record(tmp_path / "stack-1" / "initiator-record")
+    acc = endpoint.load_record(tmp_path / "stack-1" / "acceptor-record")
     ini_w, acc_w = fidelity.writes(ini), fidelity.writes(acc)
     got_response = arrival_times(ini["reads"], 5000 * np.arange(1, 9))
     got_request = arrival_times(acc["reads"], 300 * np.arange(1, 9))
@@ -118,9 +124,9 @@ def test_paced_timing_within_target(tmp_path):
     best = None
     for attempt in range(3):
         out = tmp_path / str(attempt)
-        run = tcp.run_chain(demand, out, tcp.TcpParams(stacks=1, loopback=True))
+        run = tcp.run_chain(demand, out, Scenario(stacks=1), LOOPBACK)
         timing = run.stacks[0].timing
-        w = fidelity.writes(dict(np.load(out / "stack-1" / "initiator.npz")))
+        w = fidelity.writes(endpoint.load_record(out / "stack-1" / "initiator-record"))
         error_us = np.abs(w.issued - w.due) / 1e3
         assert timing.paced >= 990 and timing.blocked == 0
         assert np.median(error_us[:100]) <= 2000 and np.median(error_us[-100:]) <= 2000
@@ -132,16 +138,18 @@ def test_paced_timing_within_target(tmp_path):
 
 
 # ------------------------------------------------------------- namespaces ---
-def test_offline_stacks_over_veth_with_bpf_capture(tmp_path, namespaces, bpf):
-    """`magnet replay tcp` offline: 3 rows, every byte delivered at every stack, stack
-    k+1 given exactly stack k's wire segments, the capture confirming the timing."""
+def test_offline_stacks_over_emulated_path_with_bpf_capture(tmp_path, namespaces, bpf):
+    """`magnet replay tcp` offline over linkem paths (30 ms one way): 3 rows, every byte
+    delivered at every stack, stack k+1 given exactly stack k's new data, the capture
+    recording each stack's wire on its TUN device, the senders measuring the RTT the
+    path was set to, the emulator's counters in the summary."""
     out = tmp_path / "out"
     proc = run_magnet("replay", "tcp", "synth:ftp", "--duration", "1.5", "--stacks", "3",
-                      "--rate", "20Mbps", "-o", out)
+                      "--rate", "20Mbps", "--delay", "30ms", "-o", out)
     assert proc.returncode == 0, proc.stderr_text
     text = proc.stdout_text
     assert "3rd TCP stack" in text and "wire recorded by the BPF capture" in text
-    assert ("no delay emulation" in text) == (not netem_here(tmp_path))
+    assert "30 ms one way (60 ms RTT)" in text and "linkem" in text and "netem" not in text
     assert table_rows(out) == ["Application", "1st TCP stack", "2nd TCP stack", "3rd TCP stack"]
     summary = json.loads((out / "summary.json").read_text())
     demand_bytes = 75 * 10240
@@ -149,11 +157,15 @@ def test_offline_stacks_over_veth_with_bpf_capture(tmp_path, namespaces, bpf):
     for k, s in enumerate(summary["stacks"], start=1):
         assert s["written"] == given and s["delivered"] == given
         assert s["wire_bytes"] >= 0.98 * s["delivered"]           # capture shortfall (docs/capture.md)
-        given = s["wire_bytes"]
+        given = s["new_bytes"]
+        assert 60 <= s["rtt_mean_ms"] < 70, s["rtt_mean_ms"]
+        assert s["path"]["forward"]["forwarded_bytes"] >= s["delivered"]
         trace = magnetlib.open(out / f"stack-{k}.magnet").check()
         sent = trace.select([Event.DEV_SEND], s["sender"]["cookie"])
         assert int(np.count_nonzero(trace.column_at("size", sent) > 0)) == s["wire_segments"]
-        assert (trace.column_at("size", sent) <= 1448).all()      # offloads off: wire segments
+        assert (trace.column_at("size", sent) <= 1448).all()      # no offloads on TUN: wire segments
+        got = trace.select([Event.DEV_RECV], s["receiver"]["cookie"])
+        assert int(trace.column_at("size", got).sum()) >= 0.98 * s["delivered"]
     first = summary["stacks"][0]
     assert first["capture_timing"]["matched"] == first["capture_timing"]["calls"] == 75
     for name in ("bandwidth.png", "modulation.png"):
@@ -165,25 +177,35 @@ def test_offline_stacks_over_veth_with_bpf_capture(tmp_path, namespaces, bpf):
     assert json.loads((tmp_path / "again" / "summary.json").read_text())["stacks"][0]["delivered"] == demand_bytes
 
 
-def test_relay_chain_over_veth(tmp_path, namespaces, bpf):
-    """Live relays: N connections at once, each relay forwarding every byte it read."""
+def test_relay_chain_with_cross_traffic(tmp_path, namespaces, bpf):
+    """Live relays over emulated paths, each bottleneck shared with a bulk TCP flow and
+    Poisson UDP from the cross namespaces: every byte relayed, the cross traffic
+    through the same emulator (its counters hold both), the queue filled by it."""
     demand = paced(60, 20, 10240)
-    run = tcp.run_chain(demand, tmp_path, tcp.TcpParams(stacks=3, mode="relay", rate="20mbit"))
+    scenario = chain(3, "relay", rate_bps=10_000_000, delay_ns=5 * MS).replace(
+        cross=(cross("tcp:1"), cross("poisson:20%")))
+    run = tcp.run_chain(demand, tmp_path, scenario, tcp.TcpOptions(cross_warmup_s=0.5))
     assert run.method == "bpf" and [s.k for s in run.stacks] == [1, 2, 3]
     check_bytes(run, demand.total_bytes, wire_exact=False)
     for s in run.stacks:
         assert s.send.bytes >= 0.98 * s.delivered
         assert s.trace.exists()
+        got = s.cross["received"]
+        assert got["tcp_bytes"] > 1_000_000 and got["udp_packets"] > 100
+        forward = s.path_stats["forward"]
+        assert forward["forwarded_bytes"] >= s.delivered + got["tcp_bytes"] + got["udp_bytes"]
+        assert forward["queue_max_packets"] > 20
     # The stacks overlap in time: each relays while the previous one still sends.
     starts = [int(s.send.ns[0]) for s in run.stacks]
     assert starts == sorted(starts) and starts[-1] - starts[0] < 200 * MS
 
 
 def test_pcap_fallback(tmp_path, namespaces):
-    """tcpdump on each hop's sending end instead of the BPF capture; same rows."""
+    """tcpdump on each stack's sending TUN device instead of the BPF capture; same rows."""
     require_tool("tcpdump")
     demand = paced(50, 20, 3284)
-    run = tcp.run_chain(demand, tmp_path, tcp.TcpParams(stacks=2, capture="pcap", rate="10mbit"))
+    run = tcp.run_chain(demand, tmp_path, chain(2, rate_bps=10_000_000, delay_ns=2 * MS),
+                        tcp.TcpOptions(capture="pcap"))
     assert run.method == "pcap"
     check_bytes(run, demand.total_bytes)
     for s in run.stacks:
@@ -196,25 +218,48 @@ def test_pcap_fallback(tmp_path, namespaces):
 
 
 def test_rate_is_shaped(tmp_path, namespaces):
-    """A bulk demand over a 10 Mbit/s hop takes the time the rate says, and blocks."""
+    """A bulk demand over a 10 Mbit/s path takes the time the rate says, and blocks."""
     demand = Demand.from_arrays(np.zeros(32, np.int64), np.full(32, 65536))   # 2 MiB at once
-    run = tcp.run_chain(demand, tmp_path, tcp.TcpParams(stacks=1, rate="10mbit", capture="none"))
+    run = tcp.run_chain(demand, tmp_path, chain(rate_bps=10_000_000, delay_ns=5 * MS, queue=knobs.queue("1bdp")),
+                        tcp.TcpOptions(capture="none"))
     s = run.stacks[0]
     assert s.delivered == demand.total_bytes
     seconds = (s.send.ns[-1] - s.send.ns[0]) / 1e9
-    assert 1.5 < seconds < 2.5, seconds                 # 2 MiB at 10 Mbit/s: 1.68 s
+    assert 1.6 < seconds < 2.5, seconds                 # 2 MiB of 1448-B payloads at 10 Mbit/s: 1.75 s
     assert s.timing.blocked > 0 and s.timing.blocked_lag_max_ms > 300
 
 
+def test_tcp_knobs_on_the_sockets(tmp_path, namespaces):
+    """The TCP of 2001 as Linux sets it, seen on both ends' sockets: SACK, timestamps and
+    window scaling off (per-namespace sysctls), reno, Nagle off, a 1000-byte MTU on the
+    second stack's path (its MSS follows), 1 KiB reads, the delayed-ACK cap accepted."""
+    scenario = Scenario(stacks=2, path=(NetPath(rate_bps=20_000_000, delay_ns=2 * MS),
+                                        NetPath(rate_bps=20_000_000, delay_ns=2 * MS, mtu=1000)),
+                        tcp=Tcp(cc="newreno", nagle=False, sack=False, timestamps=False,
+                                window_scaling=False, read_size=1024, delack_count=2,
+                                delack_timeout_ns=200 * MS))
+    run = tcp.run_chain(paced(20, 10, 3000), tmp_path, scenario, tcp.TcpOptions(capture="none"))
+    assert "tcp_sack=0" in run.applied and "Linux's own" in run.applied
+    for s in run.stacks:
+        for end in (s.sender["tcp"], s.receiver["tcp"]):
+            assert not end["sack"] and not end["timestamps"] and not end["window_scaling"]
+            assert end["cc"] == "reno" and end["nodelay"]
+            assert end["snd_mss"] == (1460 if s.k == 1 else 960)
+        reads = endpoint.load_record(tmp_path / f"stack-{s.k}" / "acceptor-record")["reads"]
+        assert reads[:, 1].max() <= 1024
+
+
+# ---------------------------------------------------------------- clean-up ---
 # ---------------------------------------------------------------- clean-up ---
 def leftovers(pid: int, out: Path | None = None) -> dict:
     """What run `pid` (writing into `out`) left behind; other runs' processes do not count."""
     prefix = f"mgrp{pid}"
     return {"namespaces": [n for n in netns.listed() if n.startswith(prefix + "-")],
             "links": [line for line in netns.sh("ip", "-o", "link").stdout.splitlines()
-                      if f"{prefix}h" in line],
+                      if f"{prefix}h" in line or f"{prefix}t" in line],
             "cgroups": glob.glob(f"/sys/fs/cgroup/*/magnet/{prefix}-*") + glob.glob(f"/sys/fs/cgroup/magnet/{prefix}-*"),
-            "processes": [line for line in subprocess.run(["pgrep", "-af", "magnet-read|replay.endpoint"],
+            "processes": [line for line in subprocess.run(["pgrep", "-af",
+                                                           "magnet-read|replay.endpoint|replay.cross|linkem"],
                                                           capture_output=True, text=True).stdout.splitlines()
                           if f"{prefix}-" in line or (out is not None and str(out) in line)]}
 
@@ -229,13 +274,20 @@ def wait_clean(pid: int, out: Path, timeout_s: float = 20.0) -> dict:
     return leftovers(pid, out)
 
 
-@pytest.mark.parametrize("sig,after_s", [(signal.SIGKILL, 0.4), (signal.SIGKILL, 2.0), (signal.SIGINT, 2.0)])
-def test_interrupted_run_leaves_nothing(tmp_path, namespaces, sig, after_s):
-    """Killed while setting up or while replaying, in relay mode (most to clean up):
-    no namespace, veth, qdisc (they go with the namespaces), cgroup or process is left."""
+@pytest.mark.parametrize("sig,after_s,ignored", [(signal.SIGKILL, 0.4, False), (signal.SIGKILL, 2.0, False),
+                                                 (signal.SIGINT, 2.0, False), (signal.SIGTERM, 2.0, False),
+                                                 (signal.SIGINT, 2.0, True)])
+def test_interrupted_run_leaves_nothing(tmp_path, namespaces, sig, after_s, ignored):
+    """Killed while setting up or while replaying, in relay mode with cross traffic (most
+    to clean up): no namespace, TUN device, emulator, cgroup or process is left.  SIGINT
+    ends the run even when it started with SIGINT ignored (a shell's background job;
+    issue 16: the run went on to its end and exited 0)."""
+    def preexec():
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     proc = subprocess.Popen([str(BIN / "magnet"), "replay", "tcp", "synth:ftp", "--duration", "30",
-                             "--stacks", "3", "--mode", "relay", "-o", tmp_path / "out"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--stacks", "3", "--mode", "relay", "--cross", "tcp:1", "-o", tmp_path / "out"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     if after_s > 1:                          # mid-run: once the namespaces exist
         deadline = time.monotonic() + 20
         while not leftovers(proc.pid)["namespaces"] and time.monotonic() < deadline:
@@ -244,7 +296,7 @@ def test_interrupted_run_leaves_nothing(tmp_path, namespaces, sig, after_s):
     time.sleep(after_s)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    if sig == signal.SIGINT:
+    if sig != signal.SIGKILL:
         assert proc.returncode == 130 and "magnet: interrupted" in err, err
     assert wait_clean(proc.pid, tmp_path) == {"namespaces": [], "links": [], "cgroups": [], "processes": []}
 
@@ -276,4 +328,102 @@ def test_bad_options_are_one_line(tmp_path):
     assert_clean_error(run_magnet("replay", "tcp", "synth:ftp", "--loopback", "--capture", "bpf",
                                   "-o", tmp_path / "o"), "--loopback")
     assert_clean_error(run_magnet("replay", "tcp", "synth:ftp", "--loopback", "--stacks", "0",
-                                  "-o", tmp_path / "o"), "stacks 0")
+                                  "-o", tmp_path / "o"), "--stacks")
+    assert_clean_error(run_magnet("replay", "tcp", "synth:ftp", "--loopback", "--delay", "10ms",
+                                  "-o", tmp_path / "o"), "--delay", "--loopback emulates no path")
+    assert_clean_error(run_magnet("replay", "tcp", "synth:ftp", "--loopback", "--sack", "off",
+                                  "-o", tmp_path / "o"), "--sack off", "network namespace")
+    assert_clean_error(run_magnet("replay", "tcp", "synth:ftp", "--loopback", "--cc", "nosuchcc",
+                                  "-o", tmp_path / "o"), "--cc", "nosuchcc", "cubic, newreno, reno, bbr")
+
+
+@pytest.mark.parametrize("flags,needles", [
+    (["--rate", "10bit"], ["--rate", "out of range"]),
+    (["--delay", "20s"], ["--delay", "out of range"]),
+    (["--mtu", "100"], ["--mtu", "out of range"]),
+    (["--delack-count", "3"], ["--delack-count 3", "Linux cannot set it"]),
+    (["--delack-timeout", "1s"], ["--delack-timeout", "between"]),
+])
+def test_out_of_range_knobs_are_one_line(tmp_path, namespaces, flags, needles):
+    assert_clean_error(run_magnet("replay", "tcp", "synth:ftp", *flags, "-o", tmp_path / "o"), *needles)
+
+
+def test_failed_run_is_one_line_and_leaves_nothing(tmp_path, namespaces):
+    """A socket option the kernel refuses (TCP_MAXSEG 10) fails the first stack's ends
+    after everything is set up: one line naming the stack, and nothing left behind."""
+    proc = subprocess.Popen([str(BIN / "magnet"), "replay", "tcp", "synth:ftp", "--duration", "1",
+                             "--stacks", "2", "--mss", "10", "--cross", "tcp:1", "-o", tmp_path / "out"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, err = proc.communicate(timeout=60)
+    proc.stderr_text = err.decode()
+    assert_clean_error(proc, "stack 1")
+    assert wait_clean(proc.pid, tmp_path) == {"namespaces": [], "links": [], "cgroups": [], "processes": []}
+
+
+def test_no_tun_device_is_one_line(tmp_path):
+    """Without /dev/net/tun (a mount namespace hiding it) the run says so in one line."""
+    require_root()
+    require_tool("unshare")
+    cmd = ["unshare", "--mount", "sh", "-c",
+           f"mount -t tmpfs none /dev/net && exec {BIN / 'magnet'} replay tcp synth:ftp -o {tmp_path / 'o'}"]
+    proc = subprocess.run(cmd, capture_output=True)
+    proc.stderr_text = proc.stderr.decode()
+    assert_clean_error(proc, "/dev/net/tun")
+
+
+# --------------------------------------------------------- delayed ACKs ---
+ACK_SERVER = """
+import socket, sys, time
+s = socket.socket(); s.bind((sys.argv[1], 7100)); s.listen(1); print("ready", flush=True)
+c, _ = s.accept(); time.sleep(30)
+"""
+ACK_CLIENT = """
+import socket, struct, sys, time
+s = socket.create_connection((sys.argv[1], 7100)); s.setsockopt(6, socket.TCP_NODELAY, 1)
+delays = []
+for i in range(30):
+    time.sleep(0.06)
+    sent = time.monotonic(); s.send(bytes(1448))
+    while struct.unpack_from("I", s.getsockopt(6, socket.TCP_INFO, 28), 24)[0]:   # tcpi_unacked
+        time.sleep(0.0002)
+    delays.append(time.monotonic() - sent)
+print(" ".join(f"{d:.4f}" for d in delays))
+"""
+
+
+def ack_delays(tmp_path, route_opts=(), cap_ns=None) -> np.ndarray:
+    """Seconds from sending one full segment to its ACK, over a 10 ms path, to a receiver
+    that does not read (so only the delayed-ACK timer, or a quick ACK, answers)."""
+    from magnet import capture
+    from magnet.replay import delack, wan
+    prefix = f"mgak{os.getpid()}"
+    with wan.build(prefix, chain(rate_bps=None, delay_ns=5 * MS), tmp_path, route_opts=list(route_opts)) as net:
+        s = net.stack(1)
+        cgroup = capture.make_cgroup(f"{prefix}-ack")
+        cap = delack.Cap(cgroup, cap_ns) if cap_ns else None
+        try:
+            server = net.popen(s.right_ns, [sys.executable, "-c", ACK_SERVER, s.right_addr], stdout=subprocess.PIPE,
+                               text=True, preexec_fn=lambda: capture.join_cgroup(cgroup))
+            assert server.stdout.readline().strip() == "ready"
+            out = subprocess.run(["ip", "netns", "exec", s.left_ns, sys.executable, "-c", ACK_CLIENT, s.right_addr],
+                                 capture_output=True, text=True, timeout=60).stdout
+            server.kill()
+            server.wait()
+            counts = cap.stop() if cap else {}
+        finally:
+            capture.remove_cgroup(cgroup)
+    assert not cap or counts["applied"] >= 1
+    return np.array(out.split(), float)[-12:]              # past the quick ACKs of the start
+
+
+def test_delayed_ack_knobs_change_when_acks_leave(tmp_path, namespaces):
+    """Linux's own delayed ACK answers a lone full segment after 40 ms; the cap
+    (--delack-timeout 20ms: sockops TCP_BPF_DELACK_MAX) after 20; the route's quickack
+    (--delack-count 1) at once.  RTT 10 ms."""
+    from magnet.replay import delack
+    why = delack.unavailable(20 * MS)
+    require(why is None, f"delayed-ACK cap: {why}")
+    own = np.median(ack_delays(tmp_path / "own")) * 1e3
+    capped = np.median(ack_delays(tmp_path / "cap", cap_ns=20 * MS)) * 1e3
+    quick = np.median(ack_delays(tmp_path / "quick", route_opts=["quickack 1"])) * 1e3
+    assert 45 < own < 56 and 26 < capped < 36 and quick < 14, (own, capped, quick)

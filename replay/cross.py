@@ -1,0 +1,224 @@
+"""Cross traffic for a real-TCP path: bulk TCP flows and Poisson or Pareto on/off UDP.
+
+    python -m magnet.replay.cross sink --addr 10.203.1.4
+    python -m magnet.replay.cross send --addr 10.203.1.3 --to 10.203.1.4 --rate 20e6 --seed 2 \
+        --flows tcp:4 --flows pareto:0.5/1000/500000000/500000000
+
+Both run until SIGTERM (or SIGINT) and then print one JSON line: the bytes
+they moved.  The sink prints `ready` once it listens (TCP on SINK_PORT, UDP on
+SINK_PORT) and discards what arrives.  The sender opens one thread per bulk
+TCP flow (writing 64 KiB at a time, as fast as TCP lets it) and one per UDP
+source: Poisson sends `size`-byte datagrams at exponential gaps, Pareto
+on/off sends them back to back at a peak rate during Pareto-distributed on
+periods (shape 1.5) separated by Pareto off periods, the peak set so that the
+mean is the share.  A share counts IP bytes (payload + 28) against the
+bottleneck's rate.  Due times are absolute: a late wake-up sends what is due
+at once, so the mean rate holds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import sys
+import threading
+import time
+
+import numpy as np
+
+SINK_PORT = 5999
+UDP_OVERHEAD = 28                   # IPv4 + UDP headers
+PARETO_SHAPE = 1.5
+CHUNK = 65536
+
+
+class Stop(Exception):
+    pass
+
+
+# ------------------------------------------------------------------ spec ---
+def spec_args(cross, rate_bps: int | None) -> list[str]:
+    """--flows arguments for a scenario.Cross on a bottleneck of rate_bps."""
+    if cross.kind == "tcp":
+        return [f"--flows=tcp:{cross.flows}"]
+    if not rate_bps:
+        raise ValueError(f"cross traffic {cross}: a share of the bottleneck needs a --rate")
+    parts = [cross.kind, repr(cross.share), str(cross.packet_bytes)]
+    if cross.kind == "pareto":
+        parts += [str(cross.on_ns), str(cross.off_ns)]
+    return ["--flows=" + parts[0] + ":" + "/".join(parts[1:])]
+
+
+def _parse_flows(text: str) -> dict:
+    kind, _, rest = text.partition(":")
+    values = rest.split("/")
+    if kind == "tcp":
+        return {"kind": "tcp", "flows": int(values[0])}
+    share, size = float(values[0]), int(values[1])
+    out = {"kind": kind, "share": share, "size": size}
+    if kind == "pareto":
+        out.update(on_ns=int(values[2]), off_ns=int(values[3]))
+    return out
+
+
+# --------------------------------------------------------------- sources ---
+class Sender:
+    def __init__(self, addr: str, to: str, rate_bps: float, seed: int):
+        self.addr, self.to, self.rate, self.seed = addr, to, rate_bps, seed
+        self.sent = {"tcp_bytes": 0, "udp_bytes": 0, "udp_packets": 0}
+        self.stopping = threading.Event()
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+
+    def count(self, key: str, n: int, packets: int = 0) -> None:
+        with self.lock:
+            self.sent[key] += n
+            if packets:
+                self.sent["udp_packets"] += packets
+
+    def bulk(self) -> None:
+        try:
+            sock = socket.create_connection((self.to, SINK_PORT), timeout=10,
+                                            source_address=(self.addr, 0))
+            sock.settimeout(0.5)
+            payload = memoryview(bytearray(CHUNK))
+            while not self.stopping.is_set():
+                try:
+                    self.count("tcp_bytes", sock.send(payload))
+                except TimeoutError:
+                    pass
+            sock.close()
+        except OSError as e:
+            if not self.stopping.is_set():
+                self.errors.append(f"bulk TCP flow: {e.strerror or e}")
+
+    def udp(self, flow: dict, stream: int) -> None:
+        rng = np.random.default_rng([self.seed, stream])
+        wire = flow["size"] + UDP_OVERHEAD
+        mean_gap = wire * 8 / (flow["share"] * self.rate)          # seconds per packet on average
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind((self.addr, 0))
+        payload = bytes(flow["size"])
+        due = time.monotonic()
+        for gap in self._gaps(flow, rng, mean_gap):
+            due += gap
+            wait = due - time.monotonic()
+            if wait > 0 and self.stopping.wait(wait):
+                break
+            if self.stopping.is_set():
+                break
+            try:
+                sock.sendto(payload, (self.to, SINK_PORT))
+                self.count("udp_bytes", flow["size"], 1)
+            except OSError:
+                pass                                  # a full device queue: the packet is lost
+        sock.close()
+
+    @staticmethod
+    def _gaps(flow: dict, rng, mean_gap: float):
+        """Gaps between datagrams, forever."""
+        if flow["kind"] == "poisson":
+            while True:
+                yield from rng.exponential(mean_gap, 4096)
+        on, off = flow["on_ns"] / 1e9, flow["off_ns"] / 1e9
+        peak_gap = mean_gap * on / (on + off)           # faster while on, so the mean is the share
+        scale = (PARETO_SHAPE - 1) / PARETO_SHAPE       # Pareto x_m for a given mean
+        pending_off = 0.0
+        while True:
+            on_time = (rng.pareto(PARETO_SHAPE) + 1) * on * scale
+            n = max(1, round(on_time / peak_gap))
+            yield pending_off + peak_gap
+            for _ in range(n - 1):
+                yield peak_gap
+            pending_off = (rng.pareto(PARETO_SHAPE) + 1) * off * scale
+
+    def run(self, flows: list[dict]) -> dict:
+        threads = []
+        for i, flow in enumerate(flows):
+            if flow["kind"] == "tcp":
+                threads += [threading.Thread(target=self.bulk, daemon=True) for _ in range(flow["flows"])]
+            else:
+                threads.append(threading.Thread(target=self.udp, args=(flow, i), daemon=True))
+        for t in threads:
+            t.start()
+        print("ready", flush=True)
+        _wait_for_stop()
+        self.stopping.set()
+        for t in threads:
+            t.join(2)
+        return {**self.sent, "errors": self.errors[:3]}
+
+
+# ------------------------------------------------------------------ sink ---
+def sink(addr: str) -> dict:
+    got = {"tcp_bytes": 0, "udp_bytes": 0, "udp_packets": 0, "tcp_flows": 0}
+    lock = threading.Lock()
+    lsock = socket.socket()
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind((addr, SINK_PORT))
+    lsock.listen(64)
+    usock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    usock.bind((addr, SINK_PORT))
+
+    def drain(conn: socket.socket) -> None:
+        buf = bytearray(CHUNK)
+        try:
+            while n := conn.recv_into(buf):
+                with lock:
+                    got["tcp_bytes"] += n
+        except OSError:
+            pass
+
+    def accept() -> None:
+        while True:
+            conn, _ = lsock.accept()
+            got["tcp_flows"] += 1
+            threading.Thread(target=drain, args=(conn,), daemon=True).start()
+
+    def datagrams() -> None:
+        buf = bytearray(CHUNK)
+        while True:
+            n = usock.recv_into(buf)
+            with lock:
+                got["udp_bytes"] += n
+                got["udp_packets"] += 1
+
+    for target in (accept, datagrams):
+        threading.Thread(target=target, daemon=True).start()
+    print("ready", flush=True)
+    _wait_for_stop()
+    with lock:
+        return dict(got)
+
+
+def _wait_for_stop() -> None:
+    """Until SIGTERM, SIGINT or SIGHUP."""
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: done.set())
+    while not done.wait(1):
+        pass
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m magnet.replay.cross", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("role", choices=["send", "sink"])
+    p.add_argument("--addr", required=True, help="this end's address")
+    p.add_argument("--to", help="the sink's address (send)")
+    p.add_argument("--rate", type=float, default=0, help="the bottleneck's rate, bit/s (send)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--flows", action="append", default=[], help="tcp:N, poisson:SHARE/SIZE, "
+                   "pareto:SHARE/SIZE/ON_NS/OFF_NS (send)")
+    args = p.parse_args(argv)
+    if args.role == "sink":
+        result = sink(args.addr)
+    else:
+        result = Sender(args.addr, args.to, args.rate, args.seed).run([_parse_flows(f) for f in args.flows])
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

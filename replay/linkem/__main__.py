@@ -1,0 +1,14 @@
+"""python -m magnet.replay.linkem build: compile the link emulator now, print where it is."""
+import sys
+
+from . import LinkemError, build
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["build"]:
+        print("usage: python -m magnet.replay.linkem build", file=sys.stderr)
+        sys.exit(2)
+    try:
+        print(build(quiet=False))
+    except LinkemError as e:
+        print(f"magnet: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,179 @@
+"""The paths of a real-TCP scenario: network namespaces in a line, each stack's path a
+link emulator (replay.linkem) joining two of them through TUN devices.
+
+    with wan.build("mgrp4711", scenario, out_dir) as net:
+        s = net.stacks[0]                  # stack 1: s.left_ns/left_dev/left_addr, s.right_ns/...
+        net.popen(s.left_ns, ["iperf3", "-c", s.right_addr])
+        stats = net.stop(1)                # stack 1's emulator: counters per direction
+
+       stack 1                 stack 2                 stack N
+  n0 =[linkem 1]= n1 =[linkem 2]= n2 ... n(N-1) =[linkem N]= nN
+       ^       v        ^       v
+      cs       cr      cs       cr         (with cross traffic: senders, sinks)
+
+Stack k's sender lives in n(k-1) at SUBNET.k.1 on device PREFIXt<k>a, its
+receiver in nk at SUBNET.k.2 on PREFIXt<k>b; with cross traffic, its cross
+senders in cs at SUBNET.k.3 (PREFIXt<k>x) and their sinks in cr at SUBNET.k.4
+(PREFIXt<k>y), through the same emulator, so they share the bottleneck in the
+data direction.  Every namespace routes SUBNET.k.0/24 into its device of
+stack k; the emulator forwards by destination address.  The TCP knobs that
+Linux sets per namespace (SACK, timestamps, window scaling) are set in n0..nN,
+and IPv6 is off (nothing but the replay crosses the emulators).  Clean-up as
+netns.chain: the namespaces go when the block is left, a Guard sweeps them
+(and the emulators) if this process is killed; the TUN devices vanish with
+their emulator.
+"""
+from __future__ import annotations
+
+import subprocess
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import linkem, netns
+from .scenario import Scenario
+
+TXQUEUELEN = 1000
+
+
+class WanError(netns.NetnsError):
+    pass
+
+
+@dataclass
+class StackPath:
+    """Stack k's ends, and the cross-traffic addresses on its path (None: no cross traffic)."""
+    k: int
+    path: object                  # scenario.Path
+    left_ns: str
+    left_dev: str
+    left_addr: str
+    right_ns: str
+    right_dev: str
+    right_addr: str
+    cross_ns: tuple[str, str] | None = None       # (senders, sinks)
+    cross_dev: tuple[str, str] | None = None
+    cross_addr: tuple[str, str] | None = None
+    emulator: linkem.Emulator | None = None
+    stats: linkem.Stats | None = None
+
+
+@dataclass
+class Wan:
+    prefix: str
+    namespaces: list[str]
+    stacks: list[StackPath]
+    sched_fifo: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def stack(self, k: int) -> StackPath:
+        return self.stacks[k - 1]
+
+    def popen(self, ns: str | None, cmd: list, **kw) -> subprocess.Popen:
+        return netns.popen(ns, cmd, **kw)
+
+    def stop(self, k: int) -> linkem.Stats:
+        """Stack k's emulator stopped (its devices go with it); its counters."""
+        s = self.stack(k)
+        if s.stats is None:
+            s.stats = s.emulator.stop()
+        return s.stats
+
+    def describe(self) -> str:
+        fifo = "SCHED_FIFO" if self.sched_fifo else "normal scheduling (SCHED_FIFO refused)"
+        return (f"  emulated by linkem on TUN devices: one process per stack, both directions, {fifo}; "
+                "delays spread over the hops, fast hops unshaped")
+
+
+def names(prefix: str, stacks: int, cross: bool) -> list[str]:
+    """The namespaces of a chain: n0..nN, then cs, cr with cross traffic."""
+    found = [f"{prefix}-n{i}" for i in range(stacks + 1)]
+    return found + ([f"{prefix}-cs", f"{prefix}-cr"] if cross else [])
+
+
+def _devices(prefix: str, k: int) -> dict[str, str]:
+    devs = {side: f"{prefix}t{k}{side}" for side in "abxy"}
+    if max(map(len, devs.values())) > netns.IFNAMSIZ:
+        raise ValueError(f"prefix {prefix!r} too long for device names ({netns.IFNAMSIZ} characters at most)")
+    return devs
+
+
+QUIET = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
+
+
+def _plan(prefix: str, scenario: Scenario, subnet: str) -> list[StackPath]:
+    cross = bool(scenario.cross)
+    ns = names(prefix, scenario.stacks, cross)
+    plan = []
+    for k in range(1, scenario.stacks + 1):
+        dev, net = _devices(prefix, k), f"{subnet}.{k}"
+        plan.append(StackPath(k, scenario.path_of(k), ns[k - 1], dev["a"], f"{net}.1", ns[k], dev["b"],
+                              f"{net}.2", (ns[-2], ns[-1]) if cross else None,
+                              (dev["x"], dev["y"]) if cross else None,
+                              (f"{net}.3", f"{net}.4") if cross else None))
+    return plan
+
+
+def _tuns(s: StackPath) -> list[linkem.Tun]:
+    tuns = [linkem.Tun("a", s.left_ns, s.left_dev, s.left_addr),
+            linkem.Tun("b", s.right_ns, s.right_dev, s.right_addr)]
+    if s.cross_ns:
+        tuns += [linkem.Tun("a", s.cross_ns[0], s.cross_dev[0], s.cross_addr[0]),
+                 linkem.Tun("b", s.cross_ns[1], s.cross_dev[1], s.cross_addr[1])]
+    return tuns
+
+
+def _configure(s: StackPath, scenario: Scenario, route_opts: list[str]) -> dict[str, list[str]]:
+    """`ip -batch` lines per namespace for stack s's devices: MTU, address, route."""
+    subnet = s.left_addr.rsplit(".", 1)[0] + ".0/24"
+    lines: dict[str, list[str]] = {}
+    for tun in _tuns(s):
+        lines.setdefault(tun.ns, []).extend([
+            f"link set {tun.dev} mtu {s.path.mtu} txqueuelen {TXQUEUELEN} up",
+            f"addr add {tun.addr}/32 dev {tun.dev}",
+            " ".join(["route add", subnet, "dev", tun.dev, *route_opts])])
+    return lines
+
+
+def _batch(ns: str, lines: list[str]) -> None:
+    proc = subprocess.run(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise WanError(f"ip -n {ns} -batch: {proc.stderr.strip() or f'exit {proc.returncode}'}")
+
+
+@contextmanager
+def build(prefix: str, scenario: Scenario, out_dir: Path, *, subnet: str = "10.203",
+          sysctls: list[str] = (), route_opts: list[str] = (), realtime: bool = True,
+          guard: bool = True):
+    """The chain of `scenario`: namespaces, one emulator per stack, devices configured.
+    `sysctls` are set in the chain's namespaces n0..nN (e.g. "net.ipv4.tcp_sack=0"),
+    `route_opts` go on every route (e.g. "quickack 1"); emulator stats files go to out_dir."""
+    for k in range(1, scenario.stacks + 1):
+        linkem.check(scenario.path_of(k))
+    plan = _plan(prefix, scenario, subnet)
+    namespaces = names(prefix, scenario.stacks, bool(scenario.cross))
+    guardian = netns.Guard(prefix) if guard else None
+    net = Wan(prefix, namespaces, plan)
+    try:
+        netns._add_namespaces(namespaces)
+        for i, ns in enumerate(namespaces):
+            chain_ns = i <= scenario.stacks
+            netns.sh("sysctl", "-qw", *QUIET, *(sysctls if chain_ns else []), ns=ns)
+        batches: dict[str, list[str]] = {}
+        for s in plan:
+            s.emulator = linkem.Emulator(f"{prefix}-s{s.k}", _tuns(s), s.path, seed=scenario.seed + s.k,
+                                         stats=Path(out_dir) / f"linkem-{s.k}.json", realtime=realtime)
+            for ns, lines in _configure(s, scenario, list(route_opts)).items():
+                batches.setdefault(ns, []).extend(lines)
+        for ns, lines in batches.items():
+            _batch(ns, lines)
+        net.sched_fifo = all(s.emulator.sched_fifo for s in plan)
+        yield net
+    finally:
+        for s in plan:
+            if s.emulator and s.stats is None:
+                s.emulator.kill()
+        netns.remove(namespaces)
+        if guardian:
+            guardian.close()

@@ -1,0 +1,191 @@
+"""replay.linkem, the link emulator on TUN devices, driven with real UDP and TCP traffic
+between network namespaces (replay.wan).  Needs root and /dev/net/tun; skips without."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+from magnetlib import knobs, pcap
+from magnet.replay import linkem, netns, wan
+from magnet.replay.scenario import Path, Scenario
+
+from .conftest import require, require_root, require_tool
+
+MS = 1_000_000
+PROBE = [sys.executable, "-m", "magnet.replay.linkem.probe"]
+
+
+@pytest.fixture(autouse=True)
+def emulator_here():
+    require_root()
+    require_tool("ip")
+    why = linkem.unavailable()
+    require(why is None, f"link emulator: {why}")
+
+
+@contextmanager
+def path_net(tmp_path, path: Path, **scenario):
+    """One stack over `path`; the Wan (names carry this test process's pid)."""
+    prefix = f"mglt{os.getpid()}"
+    with wan.build(prefix, Scenario(stacks=1, path=(path,), **scenario), tmp_path) as net:
+        yield net
+
+
+def one_way(net, tmp_path, count: int, size: int = 100, gap_us: float = 0, idle_s: float = 1.0) -> np.ndarray:
+    """Datagrams from stack 1's sender to its receiver: rows (seq, sent, received, bytes)."""
+    s, out = net.stack(1), tmp_path / "got.npy"
+    recv = net.popen(s.right_ns, [*PROBE, "recv", "--bind", f"{s.right_addr}:7000", "--out", out,
+                                  "--idle", idle_s], stdout=subprocess.PIPE, text=True)
+    assert recv.stdout.readline().strip() == "ready"
+    net.popen(s.left_ns, [*PROBE, "send", "--to", f"{s.right_addr}:7000", "--count", count,
+                          "--size", size, "--gap-us", gap_us]).wait(60)
+    assert recv.wait(60) == 0
+    return np.load(out)
+
+
+def stats(net) -> linkem.Stats:
+    return net.stop(1)
+
+
+# ----------------------------------------------------------------- delay ---
+@pytest.mark.parametrize("hops,jitter_ms", [(1, 0), (7, 5)])
+def test_delay_sum_of_hops_and_jitter_keeps_order(tmp_path, hops, jitter_ms):
+    """One-way delay = the path's, however many hops it is spread over; jitter adds
+    0..J per packet and never reorders (datagrams 0.5 ms apart, jitter up to 5 ms: a
+    packet waits for the one before it, so the median lies between J/2 and J).  The first
+    few datagrams, sent while the processes settle, are left out of the tail."""
+    path = Path(rate_bps=None, delay_ns=20 * MS, hops=hops, jitter_ns=jitter_ms * MS)
+    with path_net(tmp_path, path) as net:
+        got = one_way(net, tmp_path, 400, gap_us=500)
+        st = stats(net)
+    delay_ms = (got[10:, 2] - got[10:, 1]) / MS
+    assert len(got) == 400 and (np.diff(got[:, 0]) == 1).all(), "lost or reordered"
+    assert delay_ms.min() >= 20
+    assert 20 + jitter_ms / 2 <= np.median(delay_ms) < 20.8 + jitter_ms, np.median(delay_ms)
+    assert np.percentile(delay_ms, 99) < 20 + jitter_ms + 1
+    assert st["forward"]["forwarded"] == 400 and st["reverse"]["forwarded"] == 0
+
+
+# ------------------------------------------------------------ rate, queue ---
+def test_rate_serialises_and_queue_drops_tail(tmp_path):
+    """A burst of 300 datagrams at once into 2 Mbit/s with a 40-packet queue: the first
+    and the 40 that wait get through, spaced by their serialisation time; the rest
+    are drop-tail losses, counted as such."""
+    path = Path(rate_bps=2_000_000, delay_ns=5 * MS, queue=knobs.queue("40p"))
+    with path_net(tmp_path, path) as net:
+        got = one_way(net, tmp_path, 300, size=972)            # 1000-byte IP packets
+        st = stats(net)
+    assert len(got) == 41 and (got[:, 0] == np.arange(41)).all()
+    spacing_ms = np.median(np.diff(got[:, 2])) / MS
+    assert 3.9 < spacing_ms < 4.2                               # 1000 B at 2 Mbit/s: 4 ms
+    f = st["forward"]
+    assert f["queue_drops"] == 259 and f["forwarded"] == 41 and f["queue_max_packets"] == 40
+
+
+def test_queue_in_bytes_and_sustained_rate(tmp_path):
+    """A byte queue holds as many packets as fit; a stream above the rate arrives at the rate."""
+    path = Path(rate_bps=10_000_000, delay_ns=2 * MS, queue=knobs.queue("20000B"))
+    with path_net(tmp_path, path) as net:
+        got = one_way(net, tmp_path, 3000, size=1222, gap_us=500)   # 1250-byte packets: 20 Mbit/s
+        st = stats(net)
+    f = st["forward"]
+    assert f["queue_max_bytes"] <= 20000 and f["queue_max_packets"] == 16
+    span_s = (got[-1, 2] - got[0, 2]) / 1e9
+    rate = (len(got) - 1) * 1250 * 8 / span_s
+    assert 0.97 * 10e6 < rate < 1.01 * 10e6, rate
+    assert f["queue_drops"] + f["forwarded"] == 3000
+
+
+# ------------------------------------------------------------------ loss ---
+def lost(got: np.ndarray, count: int) -> np.ndarray:
+    arrived = np.zeros(count, bool)
+    arrived[got[:, 0]] = True
+    return ~arrived
+
+
+def bursts(mask: np.ndarray) -> np.ndarray:
+    """Lengths of the runs of True."""
+    edges = np.diff(np.r_[0, mask.astype(np.int8), 0])
+    return np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+
+
+@pytest.mark.parametrize("spec,mean,burst", [("10%", 0.10, (1.0, 1.3)), ("ge:5%/20%", 0.20, (3.5, 7))])
+def test_random_loss(tmp_path, spec, mean, burst):
+    """Bernoulli and Gilbert-Elliott loss: the long-run rate within 5 standard deviations
+    of a binomial (GE: of its stationary mean), and GE's losses in bursts (mean length
+    1/R = 5) where Bernoulli's are mostly single.  The same seed gives the same losses."""
+    count = 3000
+    runs = []
+    for attempt in range(2):
+        with path_net(tmp_path, Path(rate_bps=None, delay_ns=1 * MS, loss=knobs.loss(spec)), seed=7) as net:
+            got = one_way(net, tmp_path, count, gap_us=100)
+            st = stats(net)
+        runs.append(lost(got, count))
+        assert st["forward"]["random_losses"] == runs[-1].sum()
+    rate = runs[0].mean()
+    sd = np.sqrt(mean * (1 - mean) / count) * (3 if spec.startswith("ge") else 1)
+    assert abs(rate - mean) < 5 * sd, rate
+    assert burst[0] <= bursts(runs[0]).mean() <= burst[1], bursts(runs[0]).mean()
+    assert (runs[0] == runs[1]).all()
+
+
+# ------------------------------------------------------------- MTU, pcap ---
+def test_mtu_and_tcpdump_on_tun_reads_as_raw_ip(tmp_path):
+    """The path's MTU is the TUN devices' (TCP's MSS follows it); a tcpdump on a TUN
+    device writes raw IP (LINKTYPE_RAW) and magnetlib.pcap reads it."""
+    require_tool("tcpdump")
+    with path_net(tmp_path, Path(rate_bps=None, delay_ns=1 * MS, mtu=1000)) as net:
+        s = net.stack(1)
+        link = netns.sh("ip", "-o", "link", "show", s.left_dev, ns=s.left_ns).stdout
+        assert " mtu 1000 " in link
+        dump = net.popen(s.right_ns, ["tcpdump", "-i", s.right_dev, "--immediate-mode", "-B", "8192", "-n", "-w", tmp_path / "t.pcap", "udp"],
+                         stderr=subprocess.PIPE, text=True)
+        assert "listening on" in dump.stderr.readline()
+        one_way(net, tmp_path, 20, size=900, idle_s=0.3)
+        time.sleep(0.2)
+        dump.send_signal(signal.SIGINT)
+        dump.communicate(timeout=10)
+    cap = pcap.read(tmp_path / "t.pcap")
+    assert cap.linktypes == [pcap.columns.LINK_RAW]
+    p = cap.packets
+    assert len(p) == 20 and (p["ip_len"] == 928).all()
+
+
+# -------------------------------------------------------------- clean-up ---
+def test_emulator_dies_with_its_parent_and_takes_its_devices(tmp_path):
+    """A process that started an emulator is SIGKILLed: the emulator ends
+    (PR_SET_PDEATHSIG) and its TUN devices go with it; sweep() removes the rest."""
+    prefix = f"mglk{os.getpid()}"
+    script = (f"import sys, time; from pathlib import Path as P; from magnet.replay import wan; "
+              f"from magnet.replay.scenario import Scenario; "
+              f"cm = wan.build({prefix!r}, Scenario(stacks=2), P({str(tmp_path)!r}), guard=False); "
+              f"cm.__enter__(); print('up', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    ns = f"{prefix}-n1"
+    assert f"{prefix}t1b" in netns.sh("ip", "-o", "link", ns=ns).stdout
+    emulators = netns._with_argument(f"--name={prefix}-s".encode(), exact=False)
+    assert len(emulators) == 2
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while any(os.path.exists(f"/proc/{pid}") for pid in emulators) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in emulators)
+    assert f"{prefix}t1b" not in netns.sh("ip", "-o", "link", ns=ns).stdout
+    netns.sweep(prefix)
+    assert not [n for n in netns.listed() if n.startswith(prefix)]
+
+
+def test_bad_path_is_refused_in_one_line():
+    for path, flag in ((Path(rate_bps=10), "--rate"), (Path(delay_ns=20_000_000_000), "--delay"),
+                       (Path(mtu=100), "--mtu"), (Path(hops=100), "--hops")):
+        with pytest.raises(ValueError, match=flag):
+            linkem.check(path)
