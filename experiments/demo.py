@@ -4,11 +4,13 @@
 
 1. capture a real FTP-like transfer (experiments/ftp_app.py: the paper's
    3284-byte writes every 0.124 s) with the BPF capture, `magnet capture`,
-   over a veth pair between two network namespaces (20 Mb/s);
+   between two network namespaces joined by the emulated WAN path (linkem:
+   20 Mbit/s, 30 ms one way);
 2. extract its demand (the application's SOCK_SEND records) with magnetlib;
 3. replay that demand through four TCP stacks in ns-3 (`magnet replay ns3`'s
    chain, offline),
-4. and through four real Linux TCP stacks (`magnet replay tcp`, offline);
+4. and through four real Linux TCP stacks over the same emulated paths
+   (`magnet replay tcp`, offline), printing the path each engine applied;
 5. print Table II with the paper's row beside ours, and where the figures are.
 
 Where the BPF capture cannot run (not root, no BTF, no magnet-read) the demo
@@ -58,18 +60,18 @@ def magnet_command() -> list[str]:
 
 
 def capture_transfer(out: Path, seconds: float) -> Path:
-    """Run ftp_app's sender under `magnet capture` across a shaped veth pair; the trace."""
-    from magnet.replay import netns
+    """Run ftp_app's sender under `magnet capture` across the chain's first path (the
+    emulated WAN: linkem between two namespaces); the trace."""
+    from magnet.replay import wan
     prefix = f"mgxm{os.getpid()}"
     trace = out / "capture.magnet"
-    link = netns.Link(rate=f"{CHAIN.path_of(1).rate_bps}bit")
     app = [sys.executable, "-m", "magnet.experiments.ftp_app"]
-    with netns.chain(prefix, 1, link, subnet="10.204") as topo:
-        for note in topo.notes:
-            say(f"  note: {note}")
-        hop = topo.hops[0]
-        sink = topo.popen(hop.right_ns, [*app, "sink", "--listen", f"{hop.right_addr}:0"],
-                          stdout=subprocess.PIPE, text=True)
+    one = CHAIN.replace(stacks=1)
+    with wan.build(prefix, one, out, subnet="10.204") as net:
+        hop = net.stack(1)
+        say(f"  path: {one.path_of(1).describe()} (linkem)")
+        sink = net.popen(hop.right_ns, [*app, "sink", "--listen", f"{hop.right_addr}:0"],
+                         stdout=subprocess.PIPE, text=True)
         try:
             port = int(sink.stdout.readline().split()[1])
             sender = [*app, "send", "--connect", f"{hop.right_addr}:{port}", "--size", str(SIZE),

@@ -1,9 +1,9 @@
 """A real FTP server nobody here wrote, captured live: Debian's vsftpd sends a file
-to curl across a veth pair between two network namespaces, and `magnet capture`
+to curl across an emulated path (linkem) between two network namespaces, and `magnet capture`
 records the server (its sendfile() calls are its writes).  The data
 connection's SOCK_SEND records are the demand a study replays.
 
-    python -m magnet.experiments.ftp_server --size 20MB --rate 20Mbps -o ftp.magnet
+    python -m magnet.experiments.ftp_server --size 20MB --rate 20Mbps --delay 30ms -o ftp.magnet
 
 Needs root, the BPF capture, vsftpd and curl (Debian: vsftpd curl).
 """
@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 import magnetlib
+from magnet.replay.scenario import Path as NetPath
+from magnet.replay.scenario import Scenario
 from magnetlib import demand as demand_mod
 from magnetlib import knobs
 from magnetlib.demand import Demand
@@ -60,15 +62,16 @@ def _magnet() -> list[str]:
     return [str(beside)] if beside.exists() else ["magnet"]
 
 
-def capture(trace: Path, size: int, rate_bps: int | None = None, timeout: float = 600) -> dict:
-    """Serve `size` random bytes to curl over one veth pair (shaped to `rate_bps` when
-    given) with the server under `magnet capture`; what curl reports."""
-    from magnet.replay import netns
+def capture(trace: Path, size: int, path=None, timeout: float = 600) -> dict:
+    """Serve `size` random bytes to curl across one emulated path (a
+    magnet.replay.scenario.Path through linkem; default: the scenario's default
+    path) with the server under `magnet capture`; what curl reports."""
+    from magnet.replay import wan
     prefix = f"mgft{os.getpid()}"
-    link = netns.Link(rate=f"{rate_bps}bit") if rate_bps else None      # shapes the left end: the server
+    one = Scenario(stacks=1, path=(path or NetPath(),))
     with tempfile.TemporaryDirectory(prefix="magnet-ftp-") as scratch, \
-            netns.chain(prefix, 1, link, subnet="10.205") as topo:
-        hop = topo.hops[0]
+            wan.build(prefix, one, Path(scratch), subnet="10.205") as net:
+        hop = net.stack(1)                      # the server on the left: the path's data direction
         root, empty = Path(scratch) / "root", Path(scratch) / "empty"
         root.mkdir(mode=0o755)
         empty.mkdir(mode=0o755)
@@ -82,7 +85,7 @@ def capture(trace: Path, size: int, rate_bps: int | None = None, timeout: float 
                                    VSFTPD, str(config)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            fetched = _fetch(topo, hop, timeout)
+            fetched = _fetch(hop, timeout)
         finally:
             # Only vsftpd itself: `magnet capture`'s own command line names the config too.
             subprocess.run(["pkill", "-TERM", "-f", f"^{VSFTPD} {config}"], capture_output=True)
@@ -94,13 +97,14 @@ def capture(trace: Path, size: int, rate_bps: int | None = None, timeout: float 
     return fetched
 
 
-def _fetch(topo, hop, timeout: float) -> dict:
-    """curl the file from the client's namespace (the hop's right end) once the server listens."""
+def _fetch(hop, timeout: float) -> dict:
+    """curl the file from the client's namespace (the path's right end) once the server listens."""
+    from magnet.replay import netns
     deadline = time.monotonic() + 10
     while True:
-        proc = topo.run(hop.right_ns, "curl", "-s", "-o", "/dev/null", "-w",
+        proc = netns.sh("curl", "-s", "-o", "/dev/null", "-w",
                         "%{size_download} %{time_total}", "--max-time", str(int(timeout)),
-                        f"ftp://{hop.left_addr}/file.bin", check=False)
+                        f"ftp://{hop.left_addr}/file.bin", ns=hop.right_ns, check=False)
         if proc.returncode == 0 or time.monotonic() > deadline:
             break
         time.sleep(0.2)                      # vsftpd not listening yet
@@ -127,8 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m magnet.experiments.ftp_server", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=knobs.arg(knobs.positive_size), default="20MB", help="file size (default 20MB)")
-    p.add_argument("--rate", type=knobs.arg(knobs.optional_rate), default=None,
-                   help="shape the server's link, e.g. 20Mbps (default: unshaped)")
+    p.add_argument("--rate", type=knobs.arg(knobs.optional_rate), default=20_000_000,
+                   help="the emulated path's bottleneck, e.g. 20Mbps or none (default 20Mbps)")
+    p.add_argument("--delay", type=knobs.arg(knobs.duration), default=30_000_000,
+                   help="the emulated path's one-way delay (default 30ms)")
     p.add_argument("-o", "--output", type=Path, required=True, help="the capture (a magnet trace)")
     args = p.parse_args(argv)
     why = unavailable()
@@ -136,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ftp_server: {why}", file=sys.stderr)
         return 2
     try:
-        fetched = capture(args.output, args.size, args.rate)
+        fetched = capture(args.output, args.size, NetPath(rate_bps=args.rate, delay_ns=args.delay))
         d = server_demand(args.output)
     except TraceError as e:
         print(f"ftp_server: {e}", file=sys.stderr)

@@ -146,7 +146,7 @@ def capture_vsftpd(work: Path, size: int) -> tuple[Demand | None, str | None]:
         return None, why
     trace = work / "vsftpd.magnet"
     try:
-        ftp_server.capture(trace, size, BASE_PATH.rate_bps)
+        ftp_server.capture(trace, size, BASE_PATH)
         return ftp_server.server_demand(trace), None
     except TraceError as e:
         return None, str(e)

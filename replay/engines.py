@@ -107,7 +107,7 @@ def _run_ns3(demand: Demand, scenario: Scenario, out: Path, progress: Progress, 
                                   info.get("srtt_mean_ns") or info.get("srtt_last_ns"),
                                   int(info.get("tcp_retrans_bytes", 0))))
     return Outcome("ns-3", scenario, "simulation", series[0][1], series[0][2], stacks,
-                   list(run.notes), out, run.output)
+                   list(run.notes), out, run.applied)
 
 
 # ------------------------------------------------------------- real TCP ---
