@@ -261,7 +261,7 @@ def _replay_tcp(args) -> int:
         scenario = from_args(args)
         options = tcp.TcpOptions(capture=args.capture, loopback=args.loopback, pin=args.pin,
                                  concurrent=args.concurrent, send_only=args.send_only,
-                                 new_data_only=args.new_data_only, realtime=args.realtime)
+                                 new_data_only=args.new_data_only, realtime=args.realtime, bars=True)
     except ValueError as e:
         raise TraceError("magnet replay tcp", str(e)) from None
     if args.loopback:
