@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+from . import progress
+
 
 def root() -> Path:
     base = os.environ.get("MAGNET_CACHE")
@@ -65,7 +67,8 @@ def build(kind: str, digest: str, make: Callable[[Path], None], *, base: Path | 
         start = time.perf_counter()
         work = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=target.parent))
         try:
-            make(work)
+            with progress.timed(f"building {label or kind}", show=not quiet):
+                make(work)
             (work / ".complete").write_text(f"{kind} {digest}\n")
             if target.exists():
                 shutil.rmtree(target)
@@ -76,3 +79,4 @@ def build(kind: str, digest: str, make: Callable[[Path], None], *, base: Path | 
         if not quiet:
             print(f"built {label or kind} in {seconds:.1f} s", file=sys.stderr)
     return target, seconds
+

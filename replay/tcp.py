@@ -44,6 +44,7 @@ import numpy as np
 
 from magnet import capture
 from magnetlib import metrics
+from magnetlib.progress import timed
 from magnetlib.demand import RECV, SEND, Demand
 from magnetlib.errors import TraceError
 
@@ -476,39 +477,9 @@ def run_pair(lab: Lab, k: int, demand: Demand, session) -> tuple[dict, dict, Wor
                                                  "--side", ini_side, "--record", work.path("initiator-record")],
                     session)
     timeout = timeout_for(demand, lab, k)
-    with ticking(lab.options.bars, f"stack {k}/{lab.scenario.stacks}", demand.duration_ns / 1e9):
+    with timed(f"stack {k}/{lab.scenario.stacks}", demand.duration_ns / 1e9, lab.options.bars):
         return (lab.finish(ini, f"stack {k} initiator", timeout),
                 lab.finish(acc, f"stack {k} acceptor", timeout), work)
-
-
-@contextmanager
-def ticking(show: bool, desc: str, expected_s: float):
-    """A bar on stderr that fills over the demand's duration while a stack runs (real
-    time cannot be hurried: the bar says how long is left)."""
-    if not show:
-        yield
-        return
-    import threading
-
-    from tqdm.auto import tqdm
-    total = max(round(expected_s, 1), 0.1)
-    bar = tqdm(total=total, desc=desc, unit="s", file=sys.stderr, leave=False, dynamic_ncols=True,
-               bar_format="{desc}: {bar} {n:.0f}/{total:.0f} s of demand")
-    done = threading.Event()
-
-    def tick():
-        started = time.monotonic()
-        while not done.wait(0.5):
-            bar.n = min(time.monotonic() - started, total)
-            bar.refresh()
-    thread = threading.Thread(target=tick, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-        bar.close()
 
 
 def wire_of(lab: Lab, k: int, sender: dict, trace: Path | None, reads: tuple[np.ndarray, np.ndarray],
@@ -633,7 +604,7 @@ def run_relay(lab: Lab, demand: Demand, progress) -> list[StackRun]:
             ini = lab.start(lab.place(1).left_ns, "initiator",
                             ["--connect", f"{lab.place(1).right_addr}:{port}", "--side", ini_side,
                              "--record", work.path("initiator-record")], session)
-            with ticking(lab.options.bars, f"relay chain of {n} stacks", demand.duration_ns / 1e9):
+            with timed(f"relay chain of {n} stacks", demand.duration_ns / 1e9, lab.options.bars):
                 ini_res = lab.finish(ini, "initiator", timeout)
                 relay_res = {k: lab.finish(p, f"relay {k}", timeout) for k, p in relays.items()}
                 sink_res = lab.finish(sink, "sink", timeout)
