@@ -17,7 +17,6 @@ repeat gives the baseline throughput and CPU. Needs root, BPF, iperf3.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess

@@ -30,7 +30,6 @@ closest settings, which conditions make later stacks modulate and why).
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import signal
 import sys
@@ -43,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from magnet.replay import engines
-from magnet.replay.scenario import Cross, Path as NetPath, Scenario, Tcp
+from magnet.replay.scenario import Path as NetPath
+from magnet.replay.scenario import Scenario, Tcp
 from magnetlib import knobs, synth
 from magnetlib.demand import Demand
 from magnetlib.errors import TraceError

@@ -29,7 +29,6 @@ every run), summary.csv (mean and min-max over runs), PNG figures.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import sys

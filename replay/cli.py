@@ -37,16 +37,6 @@ def add_demand_args(p) -> None:
 
 
 # ------------------------------------------------------------------- ns3 ---
-def _argtype(convert):
-    def parse(text):
-        try:
-            return convert(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    parse.__name__ = convert.__name__
-    return parse
-
-
 @dataclass(frozen=True)
 class Swept:
     """One value of a --sweep: as given (it names the run) and as parsed."""

@@ -33,10 +33,6 @@ PARETO_SHAPE = 1.5
 CHUNK = 65536
 
 
-class Stop(Exception):
-    pass
-
-
 # ------------------------------------------------------------------ spec ---
 def spec_args(cross, rate_bps: int | None) -> list[str]:
     """--flows arguments for a scenario.Cross on a bottleneck of rate_bps."""

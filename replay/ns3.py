@@ -168,36 +168,6 @@ def _run_compiler(command: list[str], source: Path) -> None:
 
 
 # ------------------------------------------------------------ parameters ---
-# Kept for `magnet replay tcp`'s flags until they move to magnetlib.knobs.
-_NUMBER = r"(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)"
-_RATE_UNITS = {"": 1, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
-_TIME_UNITS = {"": 1e9, "s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1}
-
-
-def ns3_rate(text: str) -> str:
-    """A link rate ("20e6", "20M", "20Mbps", "1Gb/s") as ns-3 takes it ("20000000bps")."""
-    m = re.fullmatch(_NUMBER + r"\s*([kKmMgG]?)(?:bps|b/s|bit/s)?", text.strip())
-    if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"rate {text!r}: use bits per second, e.g. 20e6, 20Mbps or 1Gbps")
-    return _with_unit(round(float(m.group(1)) * _RATE_UNITS[m.group(2)]),
-                      [(10**9, "Gbps"), (10**6, "Mbps"), (10**3, "kbps"), (1, "bps")])
-
-
-def ns3_time(text: str) -> str:
-    """A time ("0.03" seconds, "30ms", "500us") as ns-3 takes it ("30000000ns")."""
-    m = re.fullmatch(_NUMBER + r"\s*(s|ms|us|ns)?", text.strip())
-    if not m:
-        raise ValueError(f"time {text!r}: use seconds or a unit, e.g. 0.03 or 30ms")
-    return _with_unit(round(float(m.group(1)) * _TIME_UNITS[m.group(2) or ""]),
-                      [(10**9, "s"), (10**6, "ms"), (10**3, "us"), (1, "ns")])
-
-
-def _with_unit(value: int, units: list[tuple[int, str]]) -> str:
-    """The largest unit that shows `value` exactly: 20000000 -> 20Mbps."""
-    scale, name = next((s, n) for s, n in units if value % s == 0)
-    return f"{value // scale}{name}"
-
-
 @dataclass(frozen=True)
 class Ns3Options:
     """The choices only the ns-3 engine has (the rest is the Scenario)."""

@@ -13,7 +13,7 @@ commas, the last repeated ("--rate 20Mbps,10Mbps").
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
 from magnetlib import knobs
 from magnetlib.knobs import Loss, Queue
@@ -69,7 +69,6 @@ class Path:
         return text
 
 
-CROSS_KINDS = ("tcp", "poisson", "pareto")
 CROSS_SYNTAX = ("tcp:N (N bulk TCP flows), poisson:SHARE[/SIZE] (UDP, exponential gaps) or "
                 "pareto:SHARE[/ON/OFF] (UDP on/off, Pareto on and off times, means ON and OFF, "
                 "default 500ms each); SHARE of the bottleneck's rate, e.g. 30%")
@@ -271,14 +270,3 @@ def from_args(args: argparse.Namespace) -> Scenario:
     return Scenario(stacks=args.stacks, mode=args.mode, path=paths, tcp=tcp,
                     cross=tuple(args.cross), seed=args.seed)
 
-
-@dataclass
-class StackOutcome:
-    """What one stack of a chain did: its wire (times in ns on the first stack's
-    clock, TCP payload bytes per data segment) and what its TCP says of itself."""
-    k: int
-    ns: object                                # numpy int64 array
-    size: object                              # numpy int64 array
-    rtt_measured_ns: float | None = None      # the sender's smoothed RTT (tcp_info / ns-3)
-    retrans_bytes: int = 0
-    notes: list[str] = field(default_factory=list)
