@@ -53,7 +53,7 @@ def test_results_written(study):
     for name in ("README.md", "layers.csv", "paper.csv", "fig8-ftp-slow.png", "fig8-ftp.png", "fig10-mp3.png"):
         assert (res / name).stat().st_size > 0, name
     readme = (res / "README.md").read_text()
-    assert "no delay emulation" in readme and "fig10-mp3.png" in readme
+    assert "no added delay" in readme and "linkem" in readme and "fig10-mp3.png" in readme
     layers = pd.read_csv(res / "layers.csv")
     assert set(layers["case"]) == {"ftp-slow", "ftp", "mp3"}
     writes = layers[layers["layer"] == "SOCK_SEND"].set_index("case")
