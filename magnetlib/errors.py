@@ -14,7 +14,3 @@ class TraceError(Exception):
         self.path = os.fspath(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
-
-
-class TruncatedTraceWarning(UserWarning):
-    """A trace whose last record is incomplete; the whole records before it are usable."""

@@ -20,7 +20,6 @@ for _i, _ev in enumerate(Event):
 SYSINFO_INDEX = EVENT_NAMES.index("SYSINFO")
 
 EVENT_TYPE = pa.dictionary(pa.int8(), pa.string())
-LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
 TIME_TYPE = pa.timestamp("ns", tz="UTC")
 
 # Ext fields kept per record (reserved0 is always 0); addresses become strings.
@@ -54,12 +53,6 @@ def event_types():
         "layer": [fmt.EVENT_SPEC[ev]["layer"] for ev in Event],
         "direction": [fmt.EVENT_SPEC[ev].get("direction") for ev in Event],
     })
-
-
-def layer_rank(layer: str, direction: str) -> int:
-    """Position of a (layer, direction) row in Table II order: send path top-down, then receive."""
-    from ..metrics import LAYER_ROWS
-    return LAYER_ROWS.index((layer, direction))
 
 
 # Columns of the record files that every file has (ext traces add EXT_COLUMNS).
