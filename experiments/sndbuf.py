@@ -198,7 +198,7 @@ def figure(runs: list[Run], cases: list[str], xlim: tuple[float, float] | None =
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(cases), 1, figsize=(8, 2.4 * len(cases)), squeeze=False)
+    fig, axes = plt.subplots(len(cases), 1, figsize=(11, 2.4 * len(cases)), squeeze=False, layout="constrained")
     for ax, case in zip(axes[:, 0], cases):
         mine = [x for x in runs if x.case == case]
         for k, r in enumerate(mine):
@@ -215,11 +215,11 @@ def figure(runs: list[Run], cases: list[str], xlim: tuple[float, float] | None =
         # Scaled to the occupancy: a 418-byte stream under a 64 KB line would not show.
         top = max((int(r.occ.unacked.max()) for r in mine if len(r.occ.ns)), default=1)
         ax.set_ylim(0, 1.3 * top / 1024)
-        ax.legend(fontsize=7, loc="upper right")
+        # Beside the panel: inside, it hid the peaks it describes.
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
         if xlim:
             ax.set_xlim(*xlim)
     axes[-1, 0].set_xlabel("time since the connection's first event, s")
-    fig.tight_layout()
     return fig
 
 

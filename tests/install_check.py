@@ -70,10 +70,16 @@ def prerequisite(what: str, missing: str | None) -> bool:
     return False
 
 
+def files_of(venv: Path) -> set[Path]:
+    """The venv's files, byte-code caches aside (Python writes those wherever it may)."""
+    return {p for p in venv.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+
 def checks(bin_dir: Path, work: Path) -> None:
     magnet, python = str(bin_dir / "magnet"), str(bin_dir / "python")
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     env.pop("PYTHONPATH", None)
+    installed = files_of(bin_dir.parent)
     run([magnet, "synth", "ftp", "--duration", "5", "-o", "ftp.magnet"], work, env)
     run([magnet, "info", "ftp.magnet"], work, env)
     run([magnet, "demand", "ftp.magnet", "-o", "demand.csv"], work, env)
@@ -93,7 +99,7 @@ def checks(bin_dir: Path, work: Path) -> None:
              "n = 0\nwhile (b := a.recv(65536)): n += len(b)\nassert n == 100000"], work, env)
         run([magnet, "info", "curl.magnet"], work, env)
     run([magnet, "experiment", "multistack", "--quick", "--out", "multistack"], work, env, timeout=1800)
-    leaked = [p for p in bin_dir.parent.rglob("*") if p.suffix in (".magnet", ".png", ".csv")]
+    leaked = sorted(files_of(bin_dir.parent) - installed)
     if leaked:
         raise Failed(f"files written inside the installed package: {leaked[:5]}")
 
