@@ -472,7 +472,10 @@ MagnetCrossTraffic::Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time 
         m_sinks.push_back(DynamicCast<PacketSink>(sink.Get(0)));
         InetSocketAddress remote(sinkAddress, port);
         ApplicationContainer sources;
-        uint64_t mean = static_cast<uint64_t>(c.share * static_cast<double>(m_path.rateBps));
+        // The share counts IP bytes on the bottleneck (as replay/cross.py does for real
+        // TCP); ns-3's UDP applications take their rate in payload bytes.
+        double payload = static_cast<double>(c.packetBytes) / (c.packetBytes + kIpUdpHeaders);
+        uint64_t mean = static_cast<uint64_t>(c.share * static_cast<double>(m_path.rateBps) * payload);
         if (tcp)
         {
             BulkSendHelper bulk(factory, remote);

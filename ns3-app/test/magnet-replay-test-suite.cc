@@ -479,12 +479,14 @@ class MagnetCrossTrafficTestCase : public TestCase
                                std::string cross,
                                double share,
                                double tolerance,
-                               double seconds)
+                               double seconds,
+                               double ipPerPayload = 1.0)
         : TestCase("cross traffic on a 10 Mbit per s bottleneck: " + what),
           m_cross(std::move(cross)),
           m_share(share),
           m_tolerance(tolerance),
-          m_seconds(seconds)
+          m_seconds(seconds),
+          m_ipPerPayload(ipPerPayload)
     {
     }
 
@@ -493,6 +495,7 @@ class MagnetCrossTrafficTestCase : public TestCase
     double m_share;
     double m_tolerance;
     double m_seconds;
+    double m_ipPerPayload; //!< a UDP share counts IP bytes: (payload + 28) / payload
     uint64_t m_bottleneckBytes{0};
 
     void OnBottleneck(Ptr<const Packet> packet)
@@ -520,7 +523,7 @@ class MagnetCrossTrafficTestCase : public TestCase
         const double seconds = m_seconds;
         Simulator::Stop(Seconds(seconds));
         Simulator::Run();
-        double delivered = cross.DeliveredBytes() * 8.0 / seconds / config.rateBps;
+        double delivered = cross.DeliveredBytes() * m_ipPerPayload * 8.0 / seconds / config.rateBps;
         NS_TEST_ASSERT_MSG_EQ_TOL(delivered, m_share, m_tolerance, "share of the bottleneck delivered");
         NS_TEST_ASSERT_MSG_GT_OR_EQ(m_bottleneckBytes, cross.DeliveredBytes(),
                                     "it all crossed the bottleneck");
@@ -608,11 +611,14 @@ class MagnetReplayTestSuite : public TestSuite
         AddTestCase(new MagnetPoissonTestCase, Duration::QUICK);
         AddTestCase(new MagnetCrossTrafficTestCase("2 bulk TCP flows fill it", "tcp:2", 0.93, 0.07, 30),
                     Duration::QUICK);
-        AddTestCase(new MagnetCrossTrafficTestCase("Poisson UDP at 30 %", "poisson:0.3", 0.3, 0.02, 30),
+        // Deterministic (fixed seed); 1000-byte payloads are 1028 IP bytes.
+        AddTestCase(new MagnetCrossTrafficTestCase("Poisson UDP at 30 %", "poisson:0.3", 0.3, 0.005, 30,
+                                                   1028.0 / 1000),
                     Duration::QUICK);
         // Pareto (shape 1.5) means converge slowly: about 3000 on/off cycles.
         AddTestCase(new MagnetCrossTrafficTestCase("Pareto on-off UDP at 50 %",
-                                                   "pareto:0.5/1000/20ms/20ms", 0.5, 0.1, 120),
+                                                   "pareto:0.5/1000/20ms/20ms", 0.5, 0.1, 120,
+                                                   1028.0 / 1000),
                     Duration::QUICK);
         AddTestCase(new MagnetJitterTestCase, Duration::QUICK);
     }
