@@ -136,13 +136,11 @@ def committed(layout: Layout) -> list[str]:
 
 def event_files(layout: Layout, traces: list[str] | None = None) -> list[str]:
     """Parquet files of the records of the given traces (default: all committed ones)."""
-    wanted = set(committed(layout) if traces is None else traces)
-    return _placed_or_staged(layout, wanted, lambda root: Layout(root).events.glob("host=*/day=*/*.parquet"))
+    return _placed_or_staged(layout, traces, lambda root: Layout(root).events.glob("host=*/day=*/*.parquet"))
 
 
 def stream_files(layout: Layout, traces: list[str] | None = None) -> list[str]:
-    wanted = set(committed(layout) if traces is None else traces)
-    return _placed_or_staged(layout, wanted, lambda root: Layout(root).streams_dir.glob("*.parquet"))
+    return _placed_or_staged(layout, traces, lambda root: Layout(root).streams_dir.glob("*.parquet"))
 
 
 def _trace_of_file(path: Path) -> str:
@@ -153,13 +151,16 @@ def _staged_imports(layout: Layout) -> list[Path]:
     return sorted(layout.staging.iterdir()) if layout.staging.exists() else []
 
 
-def _placed_or_staged(layout: Layout, wanted: set[str], files) -> list[str]:
-    """The files `files(root)` lists of the wanted traces, in place or still staged
-    after their commit. Staged ones are listed first, so that one moved meanwhile
-    is found in place; each path relative to its root counts once, in place first."""
+def _placed_or_staged(layout: Layout, traces: list[str] | None, files) -> list[str]:
+    """The files `files(root)` lists of `traces` (default: the committed ones), in
+    place or, for a committed trace, still staged. Staged ones are listed first, so
+    that one moved meanwhile is found in place; each path relative to its root
+    counts once, in place first."""
+    listed = set(committed(layout))
+    wanted = listed if traces is None else set(traces)
     found: dict[Path, Path] = {}
     for root in _staged_imports(layout) + [layout.root]:
-        if root != layout.root and root.name.split("-", 1)[0] not in wanted:
+        if root != layout.root and root.name.split("-", 1)[0] not in wanted & listed:
             continue
         found.update({p.relative_to(root): p for p in files(root) if _trace_of_file(p) in wanted})
     return [str(found[rel]) for rel in sorted(found)]
