@@ -134,8 +134,7 @@ def capture_command(command: list[str], args, signals: Signals) -> int:
         return 128 + signals.got if signals.got else 127
     print_summary(Trace(args.output), elapsed, ended_early=failure is not None)
     if failure:
-        warn(f"capture: the trace ended early: {failure}")
-        return 2
+        return 2                            # said when it was found
     return 128 + signals.got if signals.got else status
 
 
@@ -163,6 +162,7 @@ def run_captured(command: list[str], cgroup, args, binary,
     time.sleep(LINGER_S)
     if failure is None and cap.stop() != 0:
         failure = reader_failure(cap)
+        warn(f"capture: {failure}")
     return (status if status >= 0 else 128 - status), elapsed, failure
 
 
@@ -192,12 +192,13 @@ def wait_for_command(proc: subprocess.Popen, cap: capture.Capture,
 
 
 def reader_failure(cap: capture.Capture) -> str:
-    """What stopped magnet-read early; a killed one's trace is ended here as it would have."""
+    """What stopped magnet-read early (its message says the trace ends early); a
+    killed one's trace is ended here as it would have ended it."""
     if cap.returncode < 0:
         ended = cap.end_early()
         name = signal_name(-cap.returncode)
-        return (f"magnet-read was killed ({name}); {ended or cap.output} ends at its last whole record"
-                + (", then a LOST record saying so" if ended else ""))
+        return (f"magnet-read was killed ({name}); the trace ends early: {ended or cap.output} "
+                "at its last whole record" + (", then a LOST record saying so" if ended else ""))
     return cap.error().removeprefix("magnet-read: ") or f"magnet-read: exit status {cap.returncode}"
 
 

@@ -145,7 +145,7 @@ def test_a_full_disk_ends_the_trace_early(magnet_read, small_disk, tmp_path, mag
     out = small_disk / "x.magnet"
     proc = run(capture_cmd(out, tmp_path / "status", "full", *BULK, options=["-x"]))
     assert proc.returncode == 2, proc.stderr_text
-    assert "No space left on device" in proc.stderr_text and "ended early" in proc.stderr_text
+    assert "No space left on device" in proc.stderr_text and "the trace ends early" in proc.stderr_text
     check_ended_early_with_loss(out, magnet)
 
 
