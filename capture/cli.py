@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import time
 from datetime import datetime
@@ -18,6 +19,10 @@ from . import session as capture
 # Sockets still closing when the command exits (FIN, TIME_WAIT ACKs) get this long.
 LINGER_S = 0.2
 SUMMARY_STREAMS = 10
+# How often the command and magnet-read are looked at while the command runs.
+POLL_S = 0.2
+# How long the command has to end after a SIGTERM or SIGHUP passed on to it.
+GRACE_S = 2.0
 
 
 def register(sub) -> None:
@@ -25,6 +30,8 @@ def register(sub) -> None:
                        description="Run CMD in a cgroup of its own and record its connections "
                                    "with magnet-read (like `perf record -- CMD`).")
     p.add_argument("-o", "--output", required=True, help="trace file")
+    p.add_argument("-f", "--force", action="store_true",
+                   help="replace the output if it exists and is not empty")
     add_capture_options(p)
     p.add_argument("--cgroup-name", help="name of the command's cgroup (default magnet-PID)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
@@ -65,10 +72,35 @@ def settings_from(args) -> capture.Settings:
     return capture.Settings(events=args.events, ext=args.ext, buffer=args.buffer,
                             drain_delay=args.drain_delay, ports=args.ports,
                             rotate_size=args.rotate_size, rotate_time=args.rotate_time,
-                            stats=args.stats, status_dir=args.status_dir)
+                            stats=args.stats, status_dir=args.status_dir,
+                            force=getattr(args, "force", False))
 
 
 # ---------------------------------------------------------------- capture ---
+class Signals:
+    """SIGTERM and SIGHUP, noted to be acted on while the command runs: it is
+    passed on to the command, then the trace is closed and the cgroup removed.
+    A signal already ignored (nohup) stays ignored."""
+    HANDLED = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.got: int | None = None
+        self._old: dict = {}
+
+    def __enter__(self) -> "Signals":
+        for sig in self.HANDLED:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                self._old[sig] = signal.signal(sig, self._note)
+        return self
+
+    def _note(self, sig, frame) -> None:
+        self.got = self.got or sig
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+
 def cmd_capture(args) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -77,6 +109,11 @@ def cmd_capture(args) -> int:
     if os.geteuid() != 0:
         warn("capture: needs root (to load BPF programs and create a cgroup)")
         return 2
+    with Signals() as signals:
+        return capture_command(command, args, signals)
+
+
+def capture_command(command: list[str], args, signals: Signals) -> int:
     try:
         binary = capture.find_magnet_read()
         cgroup = capture.make_cgroup(args.cgroup_name or f"magnet-{os.getpid()}")
@@ -84,7 +121,7 @@ def cmd_capture(args) -> int:
         warn(f"capture: {e}")
         return 2
     try:
-        status, elapsed = run_captured(command, cgroup, args, binary)
+        status, elapsed, failure = run_captured(command, cgroup, args, binary, signals)
     except capture.CaptureError as e:
         warn(f"capture: {e}")
         return 2
@@ -94,40 +131,85 @@ def cmd_capture(args) -> int:
         except capture.CaptureError as e:
             warn(f"capture: {e}")
     if status is None:
-        return 127
-    print_summary(Trace(args.output), elapsed)
-    return status
+        return 128 + signals.got if signals.got else 127
+    print_summary(Trace(args.output), elapsed, ended_early=failure is not None)
+    if failure:
+        return 2                            # said when it was found
+    return 128 + signals.got if signals.got else status
 
 
-def run_captured(command: list[str], cgroup, args, binary) -> tuple[int | None, float]:
-    """Run `command` in `cgroup` under a capture; (its exit status or None, seconds)."""
+def run_captured(command: list[str], cgroup, args, binary,
+                 signals: Signals) -> tuple[int | None, float, str | None]:
+    """Run `command` in `cgroup` under a capture: (its exit status or None, seconds,
+    why the capture ended before the command did or None)."""
     cap = capture.Capture(args.output, cgroup=cgroup, settings=settings_from(args), binary=binary)
-    cap.start()
+    try:
+        cap.start()
+    except capture.CaptureError as e:
+        raise capture.CaptureError(str(e).removeprefix("magnet-read: ")) from None
+    if signals.got:                         # told to stop while it started: run nothing
+        cap.stop()
+        return None, 0.0, None
     start = time.monotonic()
     try:
         proc = subprocess.Popen(command, preexec_fn=lambda: capture.join_cgroup(cgroup))
     except OSError as e:
         cap.stop()
         warn(f"capture: {command[0]}: {e.strerror}")
-        return None, 0.0
-    status = wait_through_interrupts(proc)
+        return None, 0.0, None
+    status, failure = wait_for_command(proc, cap, signals)
     elapsed = time.monotonic() - start
     time.sleep(LINGER_S)
-    if cap.stop() != 0:
-        raise capture.CaptureError(f"magnet-read failed: {cap.error() or f'exit status {cap.returncode}'}")
-    return (status if status >= 0 else 128 - status), elapsed
+    if failure is None and cap.stop() != 0:
+        failure = reader_failure(cap)
+        warn(f"capture: {failure}")
+    return (status if status >= 0 else 128 - status), elapsed, failure
 
 
-def wait_through_interrupts(proc: subprocess.Popen) -> int:
-    """Wait for the command; a Ctrl-C reaches it directly, we keep waiting."""
+def wait_for_command(proc: subprocess.Popen, cap: capture.Capture,
+                     signals: Signals) -> tuple[int, str | None]:
+    """Wait for the command: (its status, why the capture stopped early or None).
+
+    A Ctrl-C reaches the command directly and we keep waiting; SIGTERM or SIGHUP
+    is passed on to it (then SIGKILL after GRACE_S). A capture that stops by
+    itself is reported at once; the command runs on, unrecorded."""
+    failure, deadline = None, None
     while True:
         try:
-            return proc.wait()
+            return proc.wait(POLL_S), failure
+        except subprocess.TimeoutExpired:
+            pass
         except KeyboardInterrupt:
             continue
+        if signals.got and deadline is None:
+            proc.send_signal(signals.got)
+            deadline = time.monotonic() + GRACE_S
+        elif deadline is not None and time.monotonic() > deadline:
+            proc.kill()
+        if failure is None and cap.poll() is not None:
+            failure = reader_failure(cap)
+            warn(f"capture: {failure}; {os.path.basename(proc.args[0])} runs on, unrecorded")
 
 
-def print_summary(trace: Trace, elapsed: float) -> None:
+def reader_failure(cap: capture.Capture) -> str:
+    """What stopped magnet-read early (its message says the trace ends early); a
+    killed one's trace is ended here as it would have ended it."""
+    if cap.returncode < 0:
+        ended = cap.end_early()
+        name = signal_name(-cap.returncode)
+        return (f"magnet-read was killed ({name}); the trace ends early: {ended or cap.output} "
+                "at its last whole record" + (", then a LOST record saying so" if ended else ""))
+    return cap.error().removeprefix("magnet-read: ") or f"magnet-read: exit status {cap.returncode}"
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:                      # a real-time signal
+        return f"signal {number}"
+
+
+def print_summary(trace: Trace, elapsed: float, ended_early: bool = False) -> None:
     s = trace.scan
     streams = trace.streams()
     print(f"magnet capture: {trace.path}: {elapsed:.2f} s, {len(streams)} stream(s), "
@@ -145,8 +227,8 @@ def print_summary(trace: Trace, elapsed: float) -> None:
         print(f"retransmitted: {s.counts[Event.TCP_RETRANS]} segments, "
               f"{human_bytes(s.bytes[Event.TCP_RETRANS])}")
     if s.lost:
-        print(f"LOST: {s.lost} events could not be recorded ({s.lost_records} LOST records); "
-              "raise --buffer or lower --drain-delay")
+        print(f"LOST: {s.lost} events could not be recorded ({s.lost_records} LOST records); " +
+              ("the capture stopped early" if ended_early else "raise --buffer or lower --drain-delay"))
 
 
 def print_streams(streams, path: str) -> None:

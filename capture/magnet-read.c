@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,8 +64,9 @@ struct capture {
 	__u64 records;			/* event records written */
 	__u64 lost;			/* sum of LOST counts written */
 	__u64 misses_written;		/* skipped program runs already written as LOST */
-	__u64 bytes_done;		/* bytes of the segments closed so far */
+	__u64 unwritten;		/* events that a failed write kept out of the trace */
 	bool write_failed;
+	bool parent_gone;		/* --parent exited: the capture ends early */
 };
 
 static void on_signal(int sig)
@@ -385,7 +387,8 @@ static __u64 recursion_misses(const struct capture *c)
 static void write_failed(struct capture *c)
 {
 	if (!c->write_failed)
-		fprintf(stderr, "magnet-read: %s: %s; stopping\n", c->w.path, strerror(errno));
+		fprintf(stderr, "magnet-read: %s: %s; stopping, the trace ends early\n",
+			c->w.failed_path[0] ? c->w.failed_path : c->w.path, strerror(errno));
 	c->write_failed = true;
 	stop_requested = 1;
 }
@@ -394,9 +397,12 @@ static void write_lost(struct capture *c, __u64 n)
 {
 	if (!n)
 		return;
-	if (tw_append_lost(&c->w, n))
-		write_failed(c);
-	c->lost += n;
+	if (!c->write_failed && tw_append_lost(&c->w, n) == 0) {
+		c->lost += n;
+		return;
+	}
+	write_failed(c);
+	c->unwritten += n;
 }
 
 /* Skipped runs not yet in the trace become a LOST record now. */
@@ -410,35 +416,33 @@ static void account_misses(struct capture *c)
 
 /* --------------------------------------------------------------- drain --- */
 
-/* Close this file and start the next one. */
+/* Start the next file. */
 static void rotate(struct capture *c)
 {
-	if (tw_flush(&c->w)) {
-		write_failed(c);
-		return;
-	}
-	c->bytes_done += c->w.bytes;
 	if (tw_rotate(&c->w))
 		write_failed(c);
 }
 
+/* After a failed write, records are still taken from the buffer, to be
+ * counted in the LOST record that ends the trace. */
 static int on_record(void *ctx, const void *data)
 {
 	struct capture *c = ctx;
 	const struct magnet_core *r = data;
+	bool lost = r->event == MAGNET_LOST;
 
-	if (c->opt.rotate_bytes && c->w.bytes + c->w.len + c->header.record_size > c->opt.rotate_bytes)
+	if (c->opt.rotate_bytes && !c->write_failed &&
+	    c->w.bytes + c->w.len + c->header.record_size > c->opt.rotate_bytes)
 		rotate(c);
-	if (c->write_failed)
-		return -1;
-	if (r->event == MAGNET_LOST)
-		c->lost += r->size;
-	else
-		c->records++;
-	if (tw_append(&c->w, data)) {
-		write_failed(c);
-		return -1;
+	if (!c->write_failed && tw_append(&c->w, data) == 0) {
+		if (lost)
+			c->lost += (__u32)r->size;
+		else
+			c->records++;
+		return 0;
 	}
+	write_failed(c);
+	c->unwritten += lost ? (__u32)r->size : 1;
 	return 0;
 }
 
@@ -453,7 +457,7 @@ static void drain(struct capture *c, __u64 until)
 	if (fill > c->status.fill_peak)
 		c->status.fill_peak = fill;
 	account_misses(c);
-	if (tw_flush(&c->w))
+	if (!c->write_failed && tw_flush(&c->w))
 		write_failed(c);
 }
 
@@ -463,6 +467,14 @@ static void sleep_drain_delay(struct capture *c)
 	struct timespec ts = { c->opt.drain_delay_us / 1000000, c->opt.drain_delay_us % 1000000 * 1000 };
 
 	nanosleep(&ts, NULL);			/* a signal ends it early */
+}
+
+/* Once the parent has gone, getppid() names whoever adopted us. */
+static bool parent_exited(struct capture *c)
+{
+	if (c->opt.parent && !c->parent_gone && (__u32)getppid() != c->opt.parent)
+		c->parent_gone = true;
+	return c->parent_gone;
 }
 
 static void update_status(struct capture *c)
@@ -476,7 +488,7 @@ static void update_status(struct capture *c)
 	c->status.lost = c->lost;
 	c->status.lost_buffer_full = sum.lost;
 	c->status.lost_skipped_runs = c->misses_written;
-	c->status.bytes = c->bytes_done + c->w.bytes;
+	c->status.bytes = c->w.bytes_closed + c->w.bytes;
 	status_write(c->opt.status_dir, &c->status);
 }
 
@@ -490,7 +502,7 @@ static void run(struct capture *c)
 {
 	__u64 start = monotonic_ns(), last_status = start;
 
-	while (!stop_requested) {
+	while (!stop_requested && !parent_exited(c)) {
 		__u64 now;
 
 		sleep_drain_delay(c);
@@ -509,6 +521,21 @@ static void run(struct capture *c)
 	}
 }
 
+/* A write failed or the parent is gone: the last record says so, and counts
+ * what the trace does not hold. */
+static void end_early(struct capture *c)
+{
+	struct tw_dropped d;
+
+	if (tw_end_early(&c->w, c->unwritten, &d)) {
+		fprintf(stderr, "magnet-read: %s: no room left to mark the trace as ended early: %s\n",
+			c->w.path, strerror(errno));
+		return;
+	}
+	c->records -= d.records;
+	c->lost += c->unwritten + d.records;	/* d.lost moves from earlier records to this one */
+}
+
 /* After the programs are detached: drain what is left, then write a LOST
  * record for what the CPUs could not announce themselves. */
 static void finish(struct capture *c)
@@ -520,9 +547,9 @@ static void finish(struct capture *c)
 	read_cpu_stats(c, &sum);
 	write_lost(c, sum.lost_pending);
 	account_misses(c);
-	if (tw_flush(&c->w))
-		write_failed(c);
-	c->status.bytes = c->bytes_done + c->w.bytes;
+	if (c->write_failed || parent_exited(c))
+		end_early(c);
+	c->status.bytes = c->w.bytes_closed + c->w.bytes;
 	if (tw_close(&c->w) && !c->write_failed)
 		write_failed(c);
 }
@@ -532,10 +559,13 @@ static void finish(struct capture *c)
 static void write_stats(struct capture *c)
 {
 	struct magnet_cpu_stats sum;
-	FILE *f = fopen(c->opt.stats_path, "w");
+	int fd = open_private(c->opt.stats_path, true);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
 
 	if (!f) {
-		fprintf(stderr, "magnet-read: --stats %s: %s\n", c->opt.stats_path, strerror(errno));
+		fprintf(stderr, "magnet-read: --stats %s: %s\n", c->opt.stats_path, open_private_error());
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
 	read_cpu_stats(c, &sum);
@@ -581,6 +611,19 @@ static void setup_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGXFSZ, SIG_IGN);		/* a file size limit is a failed write (EFBIG) */
+}
+
+/* --parent: the parent's death sends SIGTERM. A parent that died before
+ * prctl took effect is seen by getppid() after it. */
+static void watch_parent(const struct options *o)
+{
+	if (!o->parent)
+		return;
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM))
+		die("--parent: %s", strerror(errno));
+	if ((__u32)getppid() != o->parent)
+		die("--parent %u: not this process's parent (it has exited?)", o->parent);
 }
 
 static void announce_ready(struct capture *c)
@@ -597,8 +640,9 @@ static void start(struct capture *c)
 	struct timespec now;
 
 	fill_header(c);
-	if (tw_open(&c->w, c->opt.output, &c->header))
-		die("%s: %s", c->opt.output, strerror(errno));
+	if (tw_open(&c->w, c->opt.output, &c->header, c->opt.force))
+		die("%s: %s", c->w.failed_path[0] ? c->w.failed_path : c->opt.output,
+		    open_private_error());
 	if (c->opt.stats_path) {
 		c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 		if (c->stats_fd < 0)
@@ -624,6 +668,7 @@ int main(int argc, char **argv)
 	static struct capture c = { .cgroup_fd = -1, .stats_fd = -1 };
 
 	parse_options(argc, argv, &c.opt);
+	watch_parent(&c.opt);
 	check_privileges();
 	check_btf(&c.opt);
 	load(&c);

@@ -23,7 +23,7 @@
 enum magnet_event {
 	MAGNET_SYSINFO = 0x01234567,	/* first record of every trace, and a clock change later: size = clock rate in kHz, timestamp = the tick it takes effect, sockid = version << 32 | record size */
 	MAGNET_META = 0x01,	/* metadata record directly after SYSINFO: size = key | chunk << 16, sockid = value */
-	MAGNET_LOST = 0x02,	/* records that could not be recorded before this point: size = their number */
+	MAGNET_LOST = 0x02,	/* records that could not be recorded before this point: size = their number; sockid 1: the capture ended early here */
 	MAGNET_SOCK_SEND = 0x10,	/* the application's send/write/sendmsg/sendfile call; size = what it returned */
 	MAGNET_SOCK_RECV = 0x11,	/* the application's recv/read/recvmsg call; size = what it returned (0 = EOF) */
 	MAGNET_TCP_SEND = 0x20,	/* TCP emits a segment; size = payload bytes */

@@ -17,7 +17,9 @@ static const char usage[] =
 "Record what applications ask of TCP and what each layer of the stack makes of it\n"
 "(docs/capture.md), into a magnet trace (docs/trace-format.md).\n"
 "\n"
-"  -o, --output FILE       trace file, created mode 0600 (strftime %-patterns allowed)\n"
+"  -o, --output FILE       trace file, created mode 0600 (strftime %-patterns allowed);\n"
+"                          an existing non-empty file is kept unless --force\n"
+"  -f, --force             replace existing non-empty trace files\n"
 "  -b, --buffer SIZE       kernel buffer, shared out between the CPUs (default 16M)\n"
 "  -d, --drain-delay TIME  how often the buffer is drained (default auto)\n"
 "  -e, --events LIST       sock,tcp,ip,dev,sched, net (= the first four), all, or event\n"
@@ -34,6 +36,8 @@ static const char usage[] =
 "      --btf FILE          kernel BTF, where /sys/kernel/btf/vmlinux is missing\n"
 "      --no-drain          load the programs but never drain (overhead measurements)\n"
 "      --ready-fd FD       write \"ready\" to FD once capturing\n"
+"      --parent PID        PID is the parent: stop when it exits, the trace marked as\n"
+"                          ended early (magnet capture passes its own pid)\n"
 "  -q, --quiet             no summary on stderr\n"
 "  -v, --verbose           libbpf's messages on stderr\n"
 "  -V, --version\n"
@@ -42,7 +46,7 @@ static const char usage[] =
 "(seconds without a unit). SIGINT/SIGTERM stop and close the trace; SIGHUP rotates.\n";
 
 enum { OPT_ROTATE_SIZE = 256, OPT_ROTATE_TIME, OPT_STATUS_DIR, OPT_STATS, OPT_BTF, OPT_NO_DRAIN,
-       OPT_READY_FD };
+       OPT_READY_FD, OPT_PARENT };
 
 static const struct option long_options[] = {
 	{"output", required_argument, 0, 'o'},
@@ -61,6 +65,8 @@ static const struct option long_options[] = {
 	{"btf", required_argument, 0, OPT_BTF},
 	{"no-drain", no_argument, 0, OPT_NO_DRAIN},
 	{"ready-fd", required_argument, 0, OPT_READY_FD},
+	{"parent", required_argument, 0, OPT_PARENT},
+	{"force", no_argument, 0, 'f'},
 	{"quiet", no_argument, 0, 'q'},
 	{"verbose", no_argument, 0, 'v'},
 	{"version", no_argument, 0, 'V'},
@@ -226,7 +232,7 @@ void parse_options(int argc, char **argv, struct options *o)
 	o->event_mask = MASK_NET;
 	o->status_dir = DEFAULT_STATUS_DIR;
 	o->ready_fd = -1;
-	while ((c = getopt_long(argc, argv, "o:b:d:e:xp:c:P:D:qvVh", long_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:b:d:e:xp:c:P:D:fqvVh", long_options, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->output = optarg; break;
 		case 'b': o->buffer_bytes = parse_size("--buffer", optarg); break;
@@ -248,6 +254,8 @@ void parse_options(int argc, char **argv, struct options *o)
 		case OPT_BTF: o->btf_path = optarg; break;
 		case OPT_NO_DRAIN: o->no_drain = true; break;
 		case OPT_READY_FD: o->ready_fd = parse_int("--ready-fd", optarg, 0, INT_MAX); break;
+		case OPT_PARENT: o->parent = parse_int("--parent", optarg, 1, INT_MAX); break;
+		case 'f': o->force = true; break;
 		case 'q': o->quiet = true; break;
 		case 'v': o->verbose = true; break;
 		case 'V': printf("magnet-read " VERSION "\n"); exit(0);

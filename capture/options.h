@@ -28,6 +28,8 @@ struct options {
 	__u64 rotate_us;		/* 0 = never */
 	const char *status_dir;
 	int ready_fd;			/* -1 = none */
+	__u32 parent;			/* stop when this parent exits; 0 = never */
+	bool force;			/* replace existing non-empty trace files */
 	const char *stats_path;		/* BPF run-time statistics as JSON; NULL = off */
 	const char *btf_path;		/* kernel BTF if /sys/kernel/btf/vmlinux is missing */
 	bool quiet;

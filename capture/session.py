@@ -13,15 +13,22 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from magnetlib import buildcache
+from magnetlib import format as fmt
 
 SOURCE = Path(__file__).resolve().parent      # capture/: the C sources and their Makefile
 STATUS_DIR = "/run/magnet"
 CGROUP_PARENT = "magnet"
+# The sockid of the LOST record that ends a trace whose capture stopped before
+# it was asked to (docs/trace-format.md; MAGNET_LOST_ENDED_EARLY in capture/writer.h).
+LOST_ENDED_EARLY = 1
 
 
 class CaptureError(Exception):
@@ -127,6 +134,7 @@ class Settings:
     stats: str | None = None
     status_dir: str | None = None
     no_drain: bool = False            # load and attach, never drain (overhead measurements)
+    force: bool = False               # replace an existing non-empty trace
 
     def args(self) -> list[str]:
         out: list[str] = []
@@ -137,11 +145,17 @@ class Settings:
                             ("--stats", self.stats), ("--status-dir", self.status_dir)):
             if value is not None:
                 out += [flag, str(value)]
-        return out + (["--ext"] if self.ext else []) + (["--no-drain"] if self.no_drain else [])
+        flags = (("--ext", self.ext), ("--no-drain", self.no_drain), ("--force", self.force))
+        return out + [flag for flag, on in flags if on]
 
 
 class Capture:
-    """One magnet-read process. start() returns once the programs are attached."""
+    """One magnet-read process. start() returns once the programs are attached.
+
+    Started from the main thread, it stops when this process dies, however it
+    dies (magnet-read --parent): the kernel signals the death of the thread
+    that started it, so from another thread it is left to stop().
+    """
 
     def __init__(self, output: str | os.PathLike, cgroup: Path | None = None,
                  settings: Settings | None = None, binary: Path | None = None):
@@ -157,6 +171,8 @@ class Capture:
         cmd = [str(self.binary), "-o", str(self.output), "--ready-fd", str(ready_fd), "--quiet"]
         if self.cgroup is not None:
             cmd += ["--cgroup", str(self.cgroup)]
+        if threading.current_thread() is threading.main_thread():
+            cmd += ["--parent", str(os.getpid())]
         return cmd + self.settings.args()
 
     def start(self, timeout: float = 60.0) -> "Capture":
@@ -209,12 +225,84 @@ class Capture:
         self.returncode = self.proc.wait(timeout)
         return self.returncode
 
+    def poll(self) -> int | None:
+        """Its exit status if it has stopped by itself (a failed write, a kill), else None."""
+        if self.returncode is None:
+            self.returncode = self.proc.poll()
+        return self.returncode
+
+    def end_early(self) -> Path | None:
+        """After magnet-read was killed: end the file it was writing as it would have
+        (whole records, then a LOST record marked as ended early). That file, or None."""
+        path = self.current_output()
+        return path if mark_ended_early(path) else None
+
+    def current_output(self) -> Path:
+        """The file magnet-read was writing as of its last status update (rotation)."""
+        status = Path(self.settings.status_dir or STATUS_DIR) / f"magnet-read.{self.pid}.json"
+        try:
+            return Path(json.loads(status.read_text())["output"])
+        except (OSError, ValueError, KeyError):
+            return self.output
+
     def __enter__(self) -> "Capture":
         return self.start() if self.proc is None else self
 
     def __exit__(self, *exc) -> None:
         if self.returncode is None:
             self.stop()
+
+
+def mark_ended_early(path: str | os.PathLike) -> bool:
+    """End a trace its writer left mid-way as magnet-read ends one: drop a partial
+    last record, append a LOST record marked LOST_ENDED_EARLY, or on a full disk
+    put it in place of the last record. Its count is what is known lost: the
+    record it replaces. False if `path` is no trace or cannot be written."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        size = _record_size(fd)
+        end = os.fstat(fd).st_size // size * size if size else 0
+        for at in (end, end - size):        # no room for one more: replace the last one
+            if size and at > size and _write_lost_end(fd, at, size, _count_at(fd, at, size)):
+                return True
+        return False
+    finally:
+        os.close(fd)
+
+
+def _record_size(fd: int) -> int:
+    """The record size a trace's SYSINFO announces (native byte order), or 0."""
+    head = os.pread(fd, fmt.CORE_SIZE, 0)
+    if len(head) < fmt.CORE_SIZE:
+        return 0
+    sysinfo = np.frombuffer(head, fmt.record_dtype())[0]
+    size = int(sysinfo["sockid"]) & 0xFFFFFFFF
+    return size if sysinfo["event"] == fmt.SYSINFO and size in fmt.RECORD_SIZES else 0
+
+
+def _count_at(fd: int, at: int, size: int) -> int:
+    """What the record at `at` (if any) counts: 1 event, or a LOST record's count."""
+    data = os.pread(fd, size, at)
+    if len(data) < size:
+        return 0
+    record = np.frombuffer(data, fmt.record_dtype(size))[0]
+    return int(record["size"]) if record["event"] == fmt.Event.LOST else 1
+
+
+def _write_lost_end(fd: int, at: int, size: int, count: int) -> bool:
+    record = np.zeros(1, fmt.record_dtype(size))
+    record["sockid"], record["timestamp"] = LOST_ENDED_EARLY, time.monotonic_ns()
+    record["event"], record["size"] = fmt.Event.LOST, count
+    try:
+        os.ftruncate(fd, at)
+        if os.pwrite(fd, record.tobytes(), at) != size:
+            raise OSError("short write")
+        return True
+    except OSError:
+        return False
 
 
 # ----------------------------------------------------------------- status ---

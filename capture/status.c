@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "status.h"
+#include "writer.h"
 
 static char status_path[PATH_MAX];
 
@@ -48,14 +49,20 @@ const char *status_write(const char *dir, const struct capture_status *s)
 	char tmp[PATH_MAX + 8];
 	struct timespec now;
 	FILE *f;
+	int fd;
 
 	if (mkdir(dir, 0755) && errno != EEXIST)
 		return NULL;
 	snprintf(status_path, sizeof(status_path), "%s/magnet-read.%d.json", dir, (int)getpid());
 	snprintf(tmp, sizeof(tmp), "%s.tmp", status_path);
-	f = fopen(tmp, "w");
-	if (!f)
+	unlink(tmp);				/* a stale one, or whatever was put in its place */
+	fd = open_private(tmp, false);		/* 0600: it names files and connections */
+	f = fd < 0 ? NULL : fdopen(fd, "w");
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return NULL;
+	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	fputs("{\n", f);
 	field_u64(f, "pid", getpid());

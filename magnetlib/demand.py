@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import format as fmt
+from . import private
 from .errors import TraceError
 from .format import Clock, Event
 from .meta import TraceMeta
@@ -141,12 +142,11 @@ def write_demand(demand: Demand, path: str | os.PathLike) -> str:
     if kind == "magnet":
         return _write_trace(demand, path)
     frame = to_frame(demand)
-    tmp = path + ".tmp"
-    if kind == "csv":
-        frame.to_csv(tmp, index=False)
-    else:
-        frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    with private.replacing(path) as tmp:
+        if kind == "csv":
+            frame.to_csv(tmp, index=False)
+        else:
+            frame.to_parquet(tmp, index=False)
     return path
 
 
@@ -204,10 +204,31 @@ def _read_table(path: str, sockid: int | None) -> Demand:
     bad = ~frame["direction"].isin(list(DIRECTIONS))
     if bad.any():
         raise TraceError(path, f"row {int(np.argmax(bad.to_numpy()))}: direction must be send or recv")
-    try:
-        times = frame["time_ns"].to_numpy(np.int64)
-        sizes = frame["size"].to_numpy(np.int64)
-        sids = frame["sockid"].to_numpy(np.uint64)
-    except (ValueError, TypeError) as e:
-        raise TraceError(path, f"not a demand file: {e}") from None
+    times = _whole_numbers(frame, "time_ns", np.int64, path)
+    sizes = _whole_numbers(frame, "size", np.int64, path)
+    sids = _whole_numbers(frame, "sockid", np.uint64, path)
     return Demand(times, sizes, frame["direction"].map(DIRECTIONS).to_numpy(np.int8), sids)
+
+
+def _whole_numbers(frame, column: str, dtype, path: str) -> np.ndarray:
+    """A column as `dtype` integers. A column pandas read as floats or text (an empty
+    cell, NaN, a fraction, a word) is checked first: the first bad row is named,
+    rather than cast to a meaningless integer."""
+    import pandas as pd
+    values = frame[column]
+    if pd.api.types.is_integer_dtype(values):
+        return values.to_numpy(dtype)
+    try:
+        numbers = pd.to_numeric(values).to_numpy(np.float64)
+    except (ValueError, TypeError) as e:
+        raise TraceError(path, f"not a demand file: column {column}: {str(e).splitlines()[0]}") from None
+    limits = np.iinfo(dtype)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(numbers) | (numbers != np.round(numbers)) | \
+              (numbers < limits.min) | (numbers >= float(limits.max))
+    if bad.any():
+        i = int(np.argmax(bad))
+        value = numbers[i]
+        what = "is empty or NaN" if np.isnan(value) else f"{value:g} is not a whole number in range"
+        raise TraceError(path, f"row {i}: {column} {what}")
+    return numbers.astype(dtype)

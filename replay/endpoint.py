@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .linuxtcp import available_cc
 from .pacing import Pacer, now_ns, tight_timer_slack
 
 SO_COOKIE = 57
@@ -135,12 +136,21 @@ def address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def set_congestion_control(sock: socket.socket, cc: str) -> None:
+    """TCP_CONGESTION, or an error naming `cc` and what this kernel has."""
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    except OSError as e:
+        raise OSError(e.errno, f"congestion control {cc!r}: {e.strerror} "
+                               f"(available: {', '.join(available_cc())})") from None
+
+
 def tune(sock: socket.socket, args) -> None:
     """The TCP settings every socket of the replay gets (before connect or listen)."""
     if args.mss:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, args.mss)
     if args.cc:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, args.cc.encode())
+        set_congestion_control(sock, args.cc)
     if args.nodelay:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if args.sndbuf:

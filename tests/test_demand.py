@@ -38,6 +38,7 @@ def test_demand_files_round_trip(tmp_path, ext):
     d = demand.extract(_trace(tmp_path))
     path = tmp_path / f"out{ext}"
     demand.write_demand(d, path)
+    assert path.stat().st_mode & 0o777 == 0o600              # who talked when: private, as traces
     back = demand.read_demand(path)
     assert np.array_equal(back.time_ns, d.time_ns)
     assert np.array_equal(back.size, d.size)
@@ -58,6 +59,11 @@ def test_synthetic_demand_survives_a_file(tmp_path):
     ("sockid,time_ns,direction,size\n1,10,send,10\n1,5,send,3\n", "times out of order"),
     ("sockid,time_ns,direction,size\n1,10,sideways,10\n", "direction must be send or recv"),
     ("a,b\n1,2\n", "not a demand file"),
+    ("sockid,time_ns,direction,size\n1,0,send,10\n1,nan,send,3\n", "row 1: time_ns is empty or NaN"),
+    ("sockid,time_ns,direction,size\n1,0,send,10\n1,,send,3\n", "row 1: time_ns is empty or NaN"),
+    ("sockid,time_ns,direction,size\n1,0,send,10\n1,1e30,send,3\n", "row 1: time_ns 1e\\+30 is not a whole"),
+    ("sockid,time_ns,direction,size\n1,0,send,10\n1,5,send,2.5\n", "row 1: size 2.5 is not a whole"),
+    ("sockid,time_ns,direction,size\n1,0,send,10\n1,5,send,lots\n", "column size: Unable to parse"),
 ])
 def test_bad_demand_files(tmp_path, body, problem):
     path = tmp_path / "bad.csv"

@@ -4,6 +4,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -192,6 +193,33 @@ def test_interrupted_import_leaves_the_library_as_it_was(lib, tmp_path):
     assert done[0].status == "added" and not list((work / ".staging").iterdir())
     n = Library(work).query(f"SELECT count(*) AS n FROM records WHERE trace = '{done[0].trace}'")["n"][0]
     assert n == 6_000_000
+
+
+def test_a_kill_in_the_commit_window_leaves_no_file_of_an_unlisted_trace(traces, tmp_path):
+    from magnetlib.library import Library
+    libdir = tmp_path / "lib"
+    Library.create(libdir).add([traces["alpha"]])
+    # killed just after the commit of gamma's import moved its first day file
+    script = ("import os, sys\nfrom magnetlib.library import Library\nrename = os.rename\n"
+              "os.rename = lambda src, dst: (rename(src, dst), '/events/' in str(dst) and os._exit(9))\n"
+              "Library(sys.argv[1]).add([sys.argv[2]])\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(libdir), str(traces["gamma"])])
+    assert proc.returncode == 9
+
+    def consistent(lib) -> set:
+        """Every day file belongs to a listed trace; every listed trace reads whole."""
+        listed = lib.query("SELECT trace, records FROM traces")
+        in_tree = {p.name.split("-")[0] for p in (libdir / "events").glob("host=*/day=*/*.parquet")}
+        assert in_tree <= set(listed["trace"])
+        read = lib.query("SELECT trace, count(*) AS records FROM records GROUP BY trace")
+        assert dict(zip(read["trace"], read["records"])) == dict(zip(listed["trace"], listed["records"]))
+        return set(listed["trace"])
+
+    assert len(consistent(Library(libdir))) == 2               # committed, its files still staged
+    Library(libdir).add([traces["beta"]])                      # the next writer puts them in place
+    assert len(consistent(Library(libdir))) == 3 and not list((libdir / ".staging").iterdir())
+    private = [p for p in libdir.rglob("*.parquet") if p.stat().st_mode & 0o777 != 0o600]
+    assert not private, "library files hold addresses and ports: mode 0600"
 
 
 # ------------------------------------------------------------------- CLI ---

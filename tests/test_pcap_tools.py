@@ -85,6 +85,7 @@ def test_round_trip_trace_pcap_trace(tmp_path, magnet, workload):
     src = tmp_path / "a.magnet"
     magnet("synth", workload, "--duration", "3", "-o", src, check=True)
     magnet("to-pcap", src, "-o", tmp_path / "a.pcap", check=True)
+    assert (tmp_path / "a.pcap").stat().st_mode & 0o777 == 0o600          # private, as traces
     magnet("from-pcap", tmp_path / "a.pcap", "-o", tmp_path / "b.magnet", check=True)
     a, b = magnetlib.open(src), magnetlib.open(tmp_path / "b.magnet")
     pa, pb = a.select(Event.DEV_SEND), b.select(Event.DEV_SEND)

@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -335,6 +336,12 @@ def test_bad_options_are_one_line(tmp_path):
                                   "-o", tmp_path / "o"), "--sack off", "network namespace")
     assert_clean_error(run_magnet("replay", "tcp", "synth:ftp", "--loopback", "--cc", "nosuchcc",
                                   "-o", tmp_path / "o"), "--cc", "nosuchcc", "cubic, newreno, reno, bbr")
+
+
+def test_an_endpoint_names_the_congestion_control_it_cannot_set():
+    """A name that reached an endpoint unchecked (a scenario file) is named, with what the kernel has."""
+    with socket.socket() as sock, pytest.raises(OSError, match=r"congestion control 'nosuchcc': .*available: .*reno"):
+        endpoint.set_congestion_control(sock, "nosuchcc")
 
 
 @pytest.mark.parametrize("flags,needles", [

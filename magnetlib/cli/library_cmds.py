@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from .. import private
 from .common import Status, print_frame, warn
 
 ANALYSES = {
@@ -96,6 +97,7 @@ def emit(frame, output: str | None) -> None:
                "json": lambda: frame.to_json(output, orient="records", lines=True, date_format="iso")}
     if kind not in writers:
         raise TraceError(output, "unknown output type (use .csv, .parquet or .json)")
+    private.touch(output)
     writers[kind]()
 
 

@@ -8,10 +8,14 @@
     LIB/.lock                                     writers take it (readers never wait)
 
 A trace T is in the library exactly when traces.parquet lists it.  An import
-writes everything under .staging, moves its files into place, and commits by
-replacing traces.parquet (one atomic rename).  Readers build their file lists
-from traces.parquet, so files of an import that was interrupted before its
-commit are never seen; the next writer removes them.
+writes everything under .staging/T-PID/ (the same tree, outside events/),
+commits by replacing traces.parquet (one atomic rename), and only then moves
+its files into place.  Readers build their file lists from traces.parquet and
+look for a listed trace's files in .staging too, so an import interrupted
+before its commit is never seen and one interrupted after it is seen whole.
+The Hive tree under events/ never holds a file of an unlisted trace, so a raw
+scan of it never counts one; the next writer removes the staged files of
+uncommitted imports and moves those of committed ones into place.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import private
 from ..errors import TraceError
 
 MARKER = "magnet-library.json"
@@ -131,49 +136,80 @@ def committed(layout: Layout) -> list[str]:
 
 def event_files(layout: Layout, traces: list[str] | None = None) -> list[str]:
     """Parquet files of the records of the given traces (default: all committed ones)."""
-    wanted = set(committed(layout) if traces is None else traces)
-    found = []
-    for part in sorted(layout.events.glob("host=*/day=*")):
-        for entry in sorted(os.scandir(part), key=lambda e: e.name):
-            if entry.name.endswith(".parquet") and entry.name.split("-", 1)[0] in wanted:
-                found.append(entry.path)
-    return found
+    return _placed_or_staged(layout, traces, lambda root: Layout(root).events.glob("host=*/day=*/*.parquet"))
 
 
 def stream_files(layout: Layout, traces: list[str] | None = None) -> list[str]:
-    wanted = committed(layout) if traces is None else traces
-    return [str(layout.streams_file(t)) for t in sorted(wanted) if layout.streams_file(t).exists()]
+    return _placed_or_staged(layout, traces, lambda root: Layout(root).streams_dir.glob("*.parquet"))
+
+
+def _trace_of_file(path: Path) -> str:
+    return path.name.split("-", 1)[0].removesuffix(".parquet")
+
+
+def _staged_imports(layout: Layout) -> list[Path]:
+    return sorted(layout.staging.iterdir()) if layout.staging.exists() else []
+
+
+def _placed_or_staged(layout: Layout, traces: list[str] | None, files) -> list[str]:
+    """The files `files(root)` lists of `traces` (default: the committed ones), in
+    place or, for a committed trace, still staged. Staged ones are listed first, so
+    that one moved meanwhile is found in place; each path relative to its root
+    counts once, in place first."""
+    listed = set(committed(layout))
+    wanted = listed if traces is None else set(traces)
+    found: dict[Path, Path] = {}
+    for root in _staged_imports(layout) + [layout.root]:
+        if root != layout.root and root.name.split("-", 1)[0] not in wanted & listed:
+            continue
+        found.update({p.relative_to(root): p for p in files(root) if _trace_of_file(p) in wanted})
+    return [str(found[rel]) for rel in sorted(found)]
 
 
 def commit(layout: Layout, staged: Path, trace_row) -> None:
-    """Move a staged import into place and list its trace: the import's one atomic step.
+    """List a staged import's trace, then move its files into place.
 
-    Until traces.parquet is replaced, the moved files belong to no listed trace
-    and stay invisible; a crash in between leaves orphans that cleanup() removes.
+    Listing is the import's one atomic step (traces.parquet replaced). Files
+    reach the Hive tree only after it: a crash before leaves nothing there, a
+    crash after leaves staged files that readers find and cleanup() moves.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
-    for src in sorted(staged.rglob("*.parquet")):
-        dest = layout.root / src.relative_to(staged)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(src, dest)
     old = read_traces(layout)
     table = trace_row if old is None else pa.concat_tables([old, trace_row], promote_options="default")
     tmp = layout.traces_file.with_suffix(".parquet.tmp")
+    tmp.unlink(missing_ok=True)
+    private.touch(tmp)
     pq.write_table(table, tmp)
     _fsync(tmp)
     os.replace(tmp, layout.traces_file)
     _fsync(layout.traces_file.parent)
+    place(layout, staged)
+
+
+def place(layout: Layout, staged: Path) -> int:
+    """Move a committed import's staged files into place; returns how many."""
+    moved = 0
+    for src in sorted(staged.rglob("*.parquet")):
+        dest = layout.root / src.relative_to(staged)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(src, dest)
+        moved += 1
     shutil.rmtree(staged, ignore_errors=True)
+    return moved
 
 
 def cleanup(layout: Layout) -> int:
-    """Remove what interrupted imports left (under the writer lock); returns files removed."""
+    """Finish what interrupted imports left (under the writer lock): staged files of a
+    committed trace are moved into place, others removed; returns the entries handled."""
     removed = 0
-    for entry in layout.staging.iterdir() if layout.staging.exists() else []:
-        shutil.rmtree(entry, ignore_errors=True)
-        removed += 1
     keep = set(committed(layout))
+    for entry in _staged_imports(layout):
+        if entry.name.split("-", 1)[0] in keep:
+            place(layout, entry)
+        else:
+            shutil.rmtree(entry, ignore_errors=True)
+        removed += 1
     orphans = [p for p in layout.events.glob("host=*/day=*/*.parquet") if p.name.split("-", 1)[0] not in keep]
     orphans += [p for p in layout.streams_dir.glob("*.parquet") if p.stem not in keep]
     for path in orphans:

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import demand as demand_mod
+from .. import private
 from ..errors import TraceError
 from ..format import Event
 from . import catalog, query
@@ -106,6 +107,7 @@ def export_demand(layout: Layout, out: str, where: str | None = None, fmt: str =
             result.streams, result.calls, result.bytes = result.streams + 1, result.calls + len(d), result.bytes + d.total_bytes
         columns = ["file", "host", "application", "trace", "sockid", "pid", "start_time", "start_ns",
                    "calls", "bytes", "duration_s"]
+        private.touch(os.path.join(tmp, "index.csv"))
         pd.DataFrame(index, columns=columns).to_csv(os.path.join(tmp, "index.csv"), index=False)
         if os.path.isdir(out):
             os.rmdir(out)
@@ -147,7 +149,7 @@ def export_tmix(layout: Layout, out: str, where: str | None = None, layer: str =
     base = vectors[0][0] if vectors else 0
     tmp = f"{out}.tmp-{os.getpid()}"
     try:
-        with open(tmp, "wb") as f:
+        with open(tmp, "wb", opener=private.opener) as f:
             f.write(_tmix_preamble(layer, adu_gap_s).encode())
             for i, (start, sc) in enumerate(vectors, start=1):
                 adus = demand_mod.adu_table(sc.demand, adu_gap_s)

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import format as fmt
+from .. import private
 from ..errors import TraceError
 from ..format import Event
 from ..trace import Trace, format_addresses
@@ -85,11 +86,12 @@ def import_trace(layout: Layout, path: str, application: str | None = None,
             label = application or trace.meta.filter
             streams = totals.table(tid, host, label, clock.offset if clock.anchored else None)
             Layout(staged).streams_dir.mkdir(parents=True, exist_ok=True)
+            private.touch(Layout(staged).streams_file(tid))
             pq.write_table(streams, Layout(staged).streams_file(tid))
             row = _trace_row(trace, tid, digest, path, host, application, clock, streams)
             catalog.commit(layout, staged, row)
         except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)     # files already moved are orphans: cleanup()
+            shutil.rmtree(staged, ignore_errors=True)     # not committed: nothing of it was moved
             raise
         return Added(path, tid, "added", len(trace.data), time.perf_counter() - t0, trace.truncated_bytes)
 
@@ -202,6 +204,7 @@ class _PartitionWriter:
             self.files[day] = n + 1
             path = self.layout.partition(self.host, day) / f"{self.tid}-{n:04d}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
+            private.touch(path)
             writer = pq.ParquetWriter(path, table.schema, **_options(table.schema))
             rows = [0]
             self.open[day] = (writer, rows)

@@ -129,8 +129,7 @@ def _write_atomic(path: str, data: np.ndarray) -> str:
     fd, tmp = tempfile.mkstemp(prefix=".magnet-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data.tobytes())
-        os.chmod(tmp, 0o644)
+            f.write(data.tobytes())           # mkstemp made it 0600 (magnetlib.private)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
