@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The spool files of the LD_PRELOAD capture (preload.c), which
+ * `magnet capture --preload` (capture/preload.py) merges into one trace.
+ *
+ * Each process that loads the shim writes one file, PID-NS.spool, in the
+ * directory $MAGNET_PRELOAD_DIR. A file is a sequence of chunks; a chunk is
+ * a header the size of a record, then record slots of trace-format.md (24
+ * bytes, no SYSINFO: the merge writes the header), then padding up to
+ * `bytes`. Each thread fills a chunk of its own through a shared memory
+ * mapping, so what it recorded is in the file even when the process is
+ * killed; `count` is published after each record. A slot whose timestamp is
+ * still 0 was being written when the process died. */
+#ifndef MAGNET_PRELOAD_H
+#define MAGNET_PRELOAD_H
+
+#include <linux/types.h>
+#include "magnet_format.h"
+
+#define PRELOAD_DIR_ENV "MAGNET_PRELOAD_DIR"	/* where the spool files go; unset: record nothing */
+#define PRELOAD_SOCKETS_ENV "MAGNET_PRELOAD_SOCKETS"	/* "all": every socket, not only TCP */
+#define PRELOAD_SUFFIX ".spool"
+#define PRELOAD_CHUNK_MAGIC 0x4d475043u		/* "CPGM" in a little-endian file */
+#define PRELOAD_FIRST_CHUNK (16u << 10)		/* a thread's first chunk; each next one doubles */
+#define PRELOAD_LAST_CHUNK (1u << 20)		/* ... up to this */
+
+struct preload_chunk {
+	__u32 magic;		/* PRELOAD_CHUNK_MAGIC */
+	__u32 bytes;		/* the chunk's size, header and padding included */
+	__u64 count;		/* record slots in use */
+	__u32 pid;		/* process and thread that wrote it */
+	__u32 tid;
+};
+MAGNET_ASSERT(sizeof(struct preload_chunk) == MAGNET_CORE_SIZE);
+
+#endif
