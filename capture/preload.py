@@ -52,8 +52,12 @@ def find_library(build: bool = True) -> Path:
             raise CaptureError(f"MAGNET_PRELOAD_LIB={given}: no such file")
         return Path(given).resolve()
     if not build:
-        raise CaptureError(f"{LIBRARY} is not built (python -m magnet.capture build)")
-    return build_library() / LIBRARY
+        raise CaptureError(f"{LIBRARY} is not built (python -m magnet.capture preload)")
+    try:
+        return build_library() / LIBRARY
+    except OSError as e:
+        raise CaptureError(f"{buildcache.root()}: cannot build {LIBRARY} there: {e.strerror} "
+                           "(set MAGNET_CACHE to a directory of yours)") from None
 
 
 def build_library(quiet: bool = True) -> Path:
@@ -202,7 +206,7 @@ class Spool:
                          hostname=socket.gethostname(), kernel=platform.release(),
                          producer=f"magnet {magnetlib.__version__} ({LIBRARY})",
                          event_mask=fmt.event_mask([Event.SOCK_SEND, Event.SOCK_RECV]), ext_mask=0,
-                         filter=f"{what} of {' '.join(command)[:200]} and its children (LD_PRELOAD)",
+                         filter=f"{what} of {' '.join(map(str, command))[:200]} and its children (LD_PRELOAD)",
                          segment_index=0, capture_method="preload")
 
 
