@@ -13,7 +13,9 @@
  * 24-byte store into the calling thread's chunk of the process's spool file
  * (preload.h), mapped shared: no lock, no system call, and the records
  * survive SIGKILL, exec and _exit. A chunk's last slot is kept for a LOST
- * record, so records that cannot be stored are counted in the file. */
+ * record, so records that cannot be stored are counted in the file.
+ * Everything a non-socket fd costs is inlined into the wrapper: the cache
+ * lines it touches right after a system call are what it costs. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -203,19 +205,17 @@ struct thread_state {
 
 static __thread struct thread_state self __attribute__((tls_model("initial-exec")));
 
-static void publish(struct thread_state *t)
-{
-	__atomic_store_n(&t->chunk->count, t->n, __ATOMIC_RELEASE);
-}
-
 static void put(struct thread_state *t, __u64 id, __u64 now, __u32 event, __s32 size)
 {
 	__u32 i = t->n++;		/* claimed first: a signal handler recording meanwhile takes the next */
+	struct magnet_core *r = &t->slot[i];
 
 	barrier();
-	t->slot[i] = (struct magnet_core){ .sockid = id, .timestamp = now, .event = event, .size = size };
+	r->sockid = id;
+	r->event = event;
+	r->size = size;
 	barrier();
-	publish(t);
+	r->timestamp = now;		/* last: it makes the record (preload.h) */
 }
 
 static void drop_chunk(struct thread_state *t)
@@ -357,7 +357,7 @@ static __u64 classify(int fd)
 	return cookie;
 }
 
-static __u64 cached(int fd)
+static __attribute__((always_inline)) inline __u64 cached(int fd)
 {
 	if (likely((unsigned)fd < FD_SLOTS && proc.fds))
 		return __atomic_load_n(&proc.fds[fd], __ATOMIC_RELAXED);
@@ -394,46 +394,40 @@ static void forget(int fd)
 
 /* --------------------------------------------------------- recording --- */
 
-/* After a data call on `fd` returned `ret` (errno `err`): a record if fd is
- * a socket we trace. Other fds cost the one cache load. */
-static void note(int fd, __u32 event, ssize_t ret, int err)
-{
-	__u64 id, now;
-
-	if (unlikely(!proc.enabled))
-		return;
-	id = cached(fd);
-	if (likely(id == FD_IGNORED))
-		return;
-	now = now_ns();
-	if (id == FD_UNKNOWN) {
-		id = learn(fd);
-		if (id == FD_UNKNOWN || id == FD_IGNORED)
-			return;
-	}
-	record(id, event, ret < 0 ? -err : ret > INT32_MAX ? INT32_MAX : (__s32)ret, now);
-}
-
-/* The common tail of the data calls; errno is the call's, whatever note() did. */
-static ssize_t done(int fd, __u32 event, ssize_t ret)
+/* A call on `fd`, which the cache says is a traced socket (or does not know):
+ * its record. Out of line: the cost of the non-socket path is its inlining. */
+static __attribute__((noinline)) void traced_call(int fd, __u64 id, __u32 event, ssize_t ret)
 {
 	int err = errno;
+	__u64 now = now_ns();
 
-	note(fd, event, ret, err);
+	if (id == FD_UNKNOWN)
+		id = learn(fd);
+	if (id != FD_UNKNOWN && id != FD_IGNORED)
+		record(id, event, ret < 0 ? -err : ret > INT32_MAX ? INT32_MAX : (__s32)ret, now);
 	errno = err;
+}
+
+/* After a data call on `fd` returned `ret`: a record if fd is a socket we
+ * trace. Other fds cost the one cache load. */
+static __attribute__((always_inline)) inline ssize_t done(int fd, __u32 event, ssize_t ret)
+{
+	if (likely(proc.enabled)) {
+		__u64 id = cached(fd);
+
+		if (unlikely(id != FD_IGNORED))
+			traced_call(fd, id, event, ret);
+	}
 	return ret;
 }
 
 /* One record per message, as the kernel's tracepoint sees them; one for a failure. */
 static int done_mmsg(int fd, __u32 event, int ret, const struct mmsghdr *v)
 {
-	int err = errno;
-
 	if (ret < 0)
-		note(fd, event, -1, err);
+		done(fd, event, ret);
 	for (int i = 0; i < ret; i++)
-		note(fd, event, v[i].msg_len, err);
-	errno = err;
+		done(fd, event, v[i].msg_len);
 	return ret;
 }
 

@@ -8,8 +8,9 @@
  * bytes, no SYSINFO: the merge writes the header), then padding up to
  * `bytes`. Each thread fills a chunk of its own through a shared memory
  * mapping, so what it recorded is in the file even when the process is
- * killed; `count` is published after each record. A slot whose timestamp is
- * still 0 was being written when the process died. */
+ * killed. The chunk starts zeroed and a record's timestamp (never 0) is
+ * stored last: slots after the last record are unused; a 0 timestamp
+ * before it is a record that was being written when the process died. */
 #ifndef MAGNET_PRELOAD_H
 #define MAGNET_PRELOAD_H
 
@@ -26,7 +27,7 @@
 struct preload_chunk {
 	__u32 magic;		/* PRELOAD_CHUNK_MAGIC */
 	__u32 bytes;		/* the chunk's size, header and padding included */
-	__u64 count;		/* record slots in use */
+	__u64 reserved;		/* 0 */
 	__u32 pid;		/* process and thread that wrote it */
 	__u32 tid;
 };

@@ -37,7 +37,7 @@ SOCKETS_ENV = "MAGNET_PRELOAD_SOCKETS"
 SUFFIX = ".spool"
 CHUNK_MAGIC = 0x4D475043
 CHUNK_ALIGN = 16 << 10                 # PRELOAD_FIRST_CHUNK: every chunk starts at a multiple
-CHUNK_HEADER = np.dtype([("magic", "=u4"), ("bytes", "=u4"), ("count", "=u8"),
+CHUNK_HEADER = np.dtype([("magic", "=u4"), ("bytes", "=u4"), ("reserved", "=u8"),
                          ("pid", "=u4"), ("tid", "=u4")])
 RECORDED = (Event.SOCK_SEND, Event.SOCK_RECV, Event.LOST)
 
@@ -238,14 +238,19 @@ def read_spool_dir(directory: Path) -> np.ndarray:
 
 
 def read_spool(path: Path, dtype: np.dtype) -> np.ndarray:
-    """One process's records; slots it did not finish (timestamp 0) or could not
-    have written (an unknown event) become one LOST record at its last time."""
+    """One process's records. A slot it did not finish (timestamp still 0 before
+    its chunk's last record) or could not have written (an unknown event) is
+    counted in one LOST record at the process's last time."""
     raw = np.fromfile(path, np.uint8)
-    slots = [raw[start:stop].view(dtype) for start, stop in chunk_slots(raw)]
-    records = np.concatenate(slots) if slots else np.zeros(0, dtype)
-    good = (records["timestamp"] != 0) & np.isin(records["event"], RECORDED)
-    bad = int((~good).sum())
-    records = records[good]
+    parts, bad = [], 0
+    for start, stop in chunk_slots(raw):
+        slots = raw[start:stop].view(dtype)
+        used = np.flatnonzero(slots["timestamp"])
+        slots = slots[:used[-1] + 1] if len(used) else slots[:0]
+        good = (slots["timestamp"] != 0) & np.isin(slots["event"], RECORDED)
+        bad += int((~good).sum())
+        parts.append(slots[good])
+    records = np.concatenate(parts) if parts else np.zeros(0, dtype)
     if bad:
         lost = np.zeros(1, dtype)
         lost["timestamp"] = records["timestamp"].max() if len(records) else 1
@@ -255,7 +260,7 @@ def read_spool(path: Path, dtype: np.dtype) -> np.ndarray:
 
 
 def chunk_slots(raw: np.ndarray):
-    """(start, stop) byte ranges of the used record slots of each chunk."""
+    """(start, stop) byte ranges of the record slots of each chunk."""
     offset = 0
     while offset + fmt.CORE_SIZE <= raw.size:
         head = raw[offset:offset + fmt.CORE_SIZE].view(CHUNK_HEADER)[0]
@@ -263,8 +268,7 @@ def chunk_slots(raw: np.ndarray):
         if head["magic"] != CHUNK_MAGIC or size < CHUNK_ALIGN or size % CHUNK_ALIGN:
             offset += CHUNK_ALIGN           # reserved by a process that died before starting it
             continue
-        end = min(offset + size, raw.size)
-        slots = min(int(head["count"]), size // fmt.CORE_SIZE - 1)
         start = offset + fmt.CORE_SIZE
-        yield start, min(start + slots * fmt.CORE_SIZE, end - (end - start) % fmt.CORE_SIZE)
+        end = min(offset + size, raw.size)
+        yield start, end - (end - start) % fmt.CORE_SIZE
         offset += size

@@ -150,21 +150,22 @@ def test_all_sockets(library, tmp_path):
 
 
 def test_unfinished_slots_are_counted_as_lost(tmp_path):
-    """A slot a killed process had claimed but not written, and a chunk it had
-    reserved but not begun, are LOST records in the merged trace."""
+    """A slot a killed process had claimed but not finished (a record after it is),
+    is a LOST record in the merged trace; the unused slots after the last record,
+    and a chunk it had reserved but not begun, are nothing."""
     dtype = magnetlib.format.record_dtype()
     chunk = np.zeros(preload.CHUNK_ALIGN, np.uint8)
     head = chunk[:24].view(preload.CHUNK_HEADER)
-    head["magic"], head["bytes"], head["count"] = preload.CHUNK_MAGIC, preload.CHUNK_ALIGN, 4
-    slots = chunk[24:24 + 4 * 24].view(dtype)
+    head["magic"], head["bytes"] = preload.CHUNK_MAGIC, preload.CHUNK_ALIGN
+    slots = chunk[24:24 + 3 * 24].view(dtype)
     slots["sockid"], slots["event"], slots["size"] = 7, E.SOCK_SEND, 100
-    slots["timestamp"][:2] = [1000, 2000]                   # slots 2 and 3 unfinished
+    slots["timestamp"] = [1000, 0, 2000]                     # slot 1 unfinished
     spool = tmp_path / "spool"
     spool.mkdir()
     np.concatenate([chunk, np.zeros(preload.CHUNK_ALIGN, np.uint8)]).tofile(spool / f"1-1{preload.SUFFIX}")
     records = preload.read_spool_dir(spool)
     assert records["event"].tolist() == [E.SOCK_SEND, E.SOCK_SEND, E.LOST]
-    assert records["size"].tolist() == [100, 100, 2] and records["timestamp"][-1] == 2000
+    assert records["size"].tolist() == [100, 100, 1] and records["timestamp"][-1] == 2000
 
 
 # ---------------------------------------------------------- refusals ---
