@@ -48,6 +48,7 @@
 #define FD_IGNORED (~0ull)		/* cache entry: not a socket we record */
 #define RETRY_NS 100000000ull		/* a failed chunk allocation is retried after 100 ms */
 #define HIGH_FD 900			/* the spool fd is moved up here, out of the program's way */
+#define SPARE_CHUNKS 64			/* chunks of ended threads kept for new ones */
 
 /* ------------------------------------------------------- the real calls --- */
 
@@ -91,6 +92,11 @@ static struct {
 	dev_t dev;			/* ... which it must still be: the program may close or reuse it */
 	ino_t ino;
 	off_t end;			/* bytes of chunks allocated */
+	struct spare {			/* the rest of an ended thread's chunk, for the next thread */
+		struct preload_chunk *chunk;
+		__u32 n;		/* its slots in use */
+	} spare[SPARE_CHUNKS];
+	int spares;
 	__u64 synthetic_id;		/* ids for sockets without a cookie (kernels before 4.12) */
 } proc = { .fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -231,29 +237,61 @@ static void drop_chunk(struct thread_state *t)
 	t->lost_rec = NULL;
 }
 
-static int new_chunk(struct thread_state *t, __u64 now)
+static __u32 limit_of(const struct preload_chunk *c)
 {
-	__u32 bytes = t->next_bytes ? t->next_bytes : PRELOAD_FIRST_CHUNK;
-	struct preload_chunk *c;
+	return c->bytes / MAGNET_CORE_SIZE - 2;		/* the header and the kept slot */
+}
 
-	if (now < t->retry_at)
-		return -1;
-	c = map_chunk(bytes);
-	if (!c) {
-		t->retry_at = now + RETRY_NS;
-		return -1;
-	}
+static void use_chunk(struct thread_state *t, struct preload_chunk *c, __u32 n)
+{
 	drop_chunk(t);
-	*c = (struct preload_chunk){ PRELOAD_CHUNK_MAGIC, bytes, 0, getpid(), gettid() };
 	t->chunk = c;
 	t->slot = (struct magnet_core *)(c + 1);
-	t->next_bytes = bytes < PRELOAD_LAST_CHUNK ? bytes * 2 : bytes;
+	t->n = n;
+	t->next_bytes = c->bytes < PRELOAD_LAST_CHUNK ? c->bytes * 2 : c->bytes;
 	if (!t->keyed) {
 		pthread_setspecific(proc.thread_key, t);
 		t->keyed = true;
 	}
 	barrier();
-	t->limit = bytes / MAGNET_CORE_SIZE - 2;	/* header and the kept slot */
+	t->limit = limit_of(c);
+}
+
+/* What an ended thread left: a program that runs a thread per request
+ * does not leave a chunk per thread in the file. */
+static struct preload_chunk *take_spare(__u32 *n)
+{
+	struct spare s = { NULL, 0 };
+
+	pthread_mutex_lock(&proc.lock);
+	if (proc.spares)
+		s = proc.spare[--proc.spares];
+	pthread_mutex_unlock(&proc.lock);
+	*n = s.n;
+	return s.chunk;
+}
+
+static int new_chunk(struct thread_state *t, __u64 now)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	__u32 bytes = t->next_bytes ? t->next_bytes : page > PRELOAD_FIRST_CHUNK ? page : PRELOAD_FIRST_CHUNK;
+	struct preload_chunk *c;
+	__u32 n = 0;
+
+	if (now < t->retry_at)
+		return -1;
+	c = t->chunk ? NULL : take_spare(&n);
+	if (c) {
+		use_chunk(t, c, n);
+		return 0;
+	}
+	c = map_chunk(bytes);
+	if (!c) {
+		t->retry_at = now + RETRY_NS;
+		return -1;
+	}
+	*c = (struct preload_chunk){ PRELOAD_CHUNK_MAGIC, bytes, 0, getpid(), gettid() };
+	use_chunk(t, c, 0);
 	return 0;
 }
 
@@ -313,11 +351,27 @@ static void record(__u64 id, __u32 event, __s32 size, __u64 now)
 	put(t, id, now, event, size);
 }
 
+/* A thread ends: its records stay in the file, the rest of its chunk goes
+ * to the spares if there is room left in it (and in the spares). */
 static void thread_done(void *arg)
 {
 	struct thread_state *t = arg;
+	struct preload_chunk *c = t->chunk;
+	bool kept = false;
 
-	drop_chunk(t);			/* its records stay in the file */
+	t->limit = 0;
+	barrier();
+	if (c && !t->lost_rec && t->n + 1 < limit_of(c)) {
+		pthread_mutex_lock(&proc.lock);
+		if (proc.spares < SPARE_CHUNKS) {
+			proc.spare[proc.spares++] = (struct spare){ c, t->n };
+			kept = true;
+		}
+		pthread_mutex_unlock(&proc.lock);
+	}
+	if (kept)
+		t->chunk = NULL;
+	drop_chunk(t);
 	t->keyed = false;
 }
 
@@ -654,6 +708,11 @@ static void after_fork_child(void)
 	struct thread_state *t = &self;
 
 	pthread_mutex_init(&proc.lock, NULL);
+	while (proc.spares) {		/* chunks of the parent's file */
+		struct preload_chunk *c = proc.spare[--proc.spares].chunk;
+
+		munmap(c, c->bytes);
+	}
 	drop_chunk(t);
 	t->lost = 0;
 	t->next_bytes = 0;

@@ -21,7 +21,8 @@
 #define PRELOAD_SOCKETS_ENV "MAGNET_PRELOAD_SOCKETS"	/* "all": every socket, not only TCP */
 #define PRELOAD_SUFFIX ".spool"
 #define PRELOAD_CHUNK_MAGIC 0x4d475043u		/* "CPGM" in a little-endian file */
-#define PRELOAD_FIRST_CHUNK (16u << 10)		/* a thread's first chunk; each next one doubles */
+#define PRELOAD_FIRST_CHUNK (4u << 10)		/* a thread's first chunk (or a page, if larger); each next
+						 * one doubles; every chunk starts at a multiple of it */
 #define PRELOAD_LAST_CHUNK (1u << 20)		/* ... up to this */
 
 struct preload_chunk {

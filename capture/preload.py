@@ -36,7 +36,7 @@ DIR_ENV = "MAGNET_PRELOAD_DIR"
 SOCKETS_ENV = "MAGNET_PRELOAD_SOCKETS"
 SUFFIX = ".spool"
 CHUNK_MAGIC = 0x4D475043
-CHUNK_ALIGN = 16 << 10                 # PRELOAD_FIRST_CHUNK: every chunk starts at a multiple
+CHUNK_ALIGN = 4 << 10                  # PRELOAD_FIRST_CHUNK: every chunk starts at a multiple
 CHUNK_HEADER = np.dtype([("magic", "=u4"), ("bytes", "=u4"), ("reserved", "=u8"),
                          ("pid", "=u4"), ("tid", "=u4")])
 RECORDED = (Event.SOCK_SEND, Event.SOCK_RECV, Event.LOST)

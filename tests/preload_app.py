@@ -171,7 +171,8 @@ def close_except(keep: set[int], low: int, high: int) -> None:
 
 # ---------------------------------------------------------------- threads ---
 def threads(args) -> None:
-    sink = Sink(args.threads)
+    """--waves of --threads threads, each sending on a connection of its own."""
+    sink = Sink(args.threads * args.waves)
     sink.start()
     streams: dict[int, dict] = {}
 
@@ -181,11 +182,12 @@ def threads(args) -> None:
         send_messages(sock, args.count, tally)
         streams[cookie(sock)] = dict(tally)
         sock.close()
-    workers = [threading.Thread(target=worker) for _ in range(args.threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    for _ in range(args.waves):
+        workers = [threading.Thread(target=worker) for _ in range(args.threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
     finish(sink, streams, args.out)
 
 
@@ -226,6 +228,7 @@ def main() -> int:
     t = sub.add_parser("threads")
     t.add_argument("--threads", type=int, default=8)
     t.add_argument("--count", type=int, default=2000)
+    t.add_argument("--waves", type=int, default=1, help="one after the other")
     h = sub.add_parser("http")
     h.add_argument("--fetches", type=int, default=3)
     h.add_argument("--size", type=int, default=3_000_000)

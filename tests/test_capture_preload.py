@@ -136,6 +136,16 @@ def test_threads(library, tmp_path):
     assert len(app["streams"]) == 32
 
 
+def test_short_lived_threads(library, tmp_path):
+    """A thread per connection, 400 of them: later threads fill what ended ones left
+    of their chunks (and the sink's threads theirs), no record lost or doubled."""
+    trace, app = captured(tmp_path, sys.executable, PRELOAD_APP, "threads", "--threads", 8,
+                          "--waves", 50, "--count", 30)
+    assert_preload_trace(trace)
+    assert per_stream(trace) == app_streams(app)
+    assert len(app["streams"]) == 800
+
+
 def test_all_sockets(library, tmp_path):
     """TCP only by default, as the BPF capture; --all-sockets adds UNIX sockets."""
     script = ("import socket; a, b = socket.socketpair(); a.send(b'x' * 10); b.recv(10); "
