@@ -398,9 +398,11 @@ def main(argv=None) -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         command = "python -m magnet.experiments.bench_preload " + " ".join(argv or sys.argv[1:])
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
         (args.out / "README.md").write_text(
             f"# The preload capture's cost\n\n`{command.strip()}` on {os.uname().nodename} "
-            f"(kernel {os.uname().release}, {os.cpu_count()} CPUs).\n\n{text}\n")
+            f"(kernel {os.uname().release}, {os.cpu_count()} CPUs, load average at the end "
+            f"{load}: shared with other work).\n\n{text}\n")
     return 0
 
 
