@@ -145,18 +145,31 @@ def capture_preloaded(command: list[str], args) -> int:
         warn(f"capture: {e}")
         return 2
     try:
-        env = spool.environment(preload.find_library())
-        start = time.monotonic()
-        proc = subprocess.Popen(command, env=env)
-        status = wait_through_interrupts(proc)
-        elapsed = time.monotonic() - start
-        spool.merge(command)
-    except (capture.CaptureError, OSError) as e:
+        status, elapsed = run_preloaded(command, spool)
+    except capture.CaptureError as e:
         spool.remove()
-        warn(f"capture: {getattr(e, 'strerror', None) or e}")
+        warn(f"capture: {e}")
         return 2
     print_summary(Trace(args.output), elapsed)
     return status if status >= 0 else 128 - status
+
+
+def run_preloaded(command: list[str], spool) -> tuple[int, float]:
+    """(exit status, seconds) of `command` run with the shim writing into `spool`,
+    then merged into its trace."""
+    env = spool.environment(preload.find_library())
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(command, env=env)
+    except OSError as e:
+        raise capture.CaptureError(f"{command[0]}: {e.strerror}") from None
+    status = wait_through_interrupts(proc)
+    elapsed = time.monotonic() - start
+    try:
+        spool.merge(command)
+    except OSError as e:
+        raise capture.CaptureError(f"{spool.output}: {e.strerror}") from None
+    return status, elapsed
 
 
 def run_captured(command: list[str], cgroup, args, binary) -> tuple[int | None, float]:

@@ -101,7 +101,10 @@ def check_binary(path: Path, name: str, depth: int = 0) -> None:
         return
     if not head.startswith(b"\x7fELF"):
         return                          # the kernel will say what it is
-    kind = elf_kind(path)
+    try:
+        kind = elf_kind(path)
+    except (struct.error, ValueError):
+        return                          # a broken ELF: the kernel will refuse it
     if kind == "static":
         raise CaptureError(f"{name}: statically linked: its system calls bypass libc, so the "
                            "preload capture would see none (capture it with BPF, as root)")

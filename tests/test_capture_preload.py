@@ -213,6 +213,11 @@ def test_bad_input(library, tmp_path):
     plain.write_text("data")
     assert_clean_error(run_magnet("capture", "--preload", "-o", out, "--", plain),
                        "not an executable")
+    broken = tmp_path / "broken"
+    broken.write_bytes(b"\x7fELF broken")
+    broken.chmod(0o755)
+    assert_clean_error(run_magnet("capture", "--preload", "-o", out, "--", broken),
+                       str(broken), "Exec format error")
     assert_clean_error(run_magnet("capture", "--preload", "-o", tmp_path / "no" / "x.magnet",
                                   "--", "true"), "no such directory")
     assert_clean_error(run_magnet("capture", "--preload", "-o", tmp_path, "--", "true"),
