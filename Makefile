@@ -76,6 +76,7 @@ bench: setup ns3
 	$(PY) -m magnet.experiments.bench_pcap
 	$(PY) -m magnet.experiments.bench_ns3
 	$(PY) -m magnet.experiments.bench_library
+	$(PY) -m magnet.experiments.bench_preload
 	@if [ "$$(id -u)" = 0 ]; then $(PY) -m magnet.experiments.bench_linkem; \
 	else echo "bench: bench_linkem needs root (TUN devices, namespaces): skipped" >&2; fi
 
@@ -87,10 +88,11 @@ clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis *.egg-info
 
 # capture/: the kernel capture (BPF, libbpf CO-RE) and magnet-read, built into
-# the per-user cache (python -m magnet.capture build). The tools for its tests
-# and benchmark come with it.
+# the per-user cache (python -m magnet.capture build); the capture without root
+# (libmagnet-preload.so) is built on first use. The tools for their tests and
+# benchmarks come with it (strace: bench_preload compares with it).
 APT_CAPTURE := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
-               iperf3 tcpdump ethtool iproute2 vsftpd curl
+               iperf3 tcpdump ethtool iproute2 vsftpd curl strace
 
 .PHONY: capture capture-deps bench-capture
 capture-deps:

@@ -8,12 +8,15 @@ import signal
 import subprocess
 import time
 from datetime import datetime
+from pathlib import Path
 
 from magnetlib import knobs, ship
 from magnetlib.cli.common import human_bytes, warn
+from magnetlib import format as fmt
 from magnetlib.format import Event
 from magnetlib.trace import Trace
 
+from . import preload
 from . import session as capture
 
 # Sockets still closing when the command exits (FIN, TIME_WAIT ACKs) get this long.
@@ -28,12 +31,19 @@ GRACE_S = 2.0
 def register(sub) -> None:
     p = sub.add_parser("capture", help="run a command and record its TCP traffic at every layer",
                        description="Run CMD in a cgroup of its own and record its connections "
-                                   "with magnet-read (like `perf record -- CMD`).")
+                                   "with magnet-read (like `perf record -- CMD`). Without root, "
+                                   "or with --preload, record its socket calls with an LD_PRELOAD "
+                                   "shim instead.")
     p.add_argument("-o", "--output", required=True, help="trace file")
     p.add_argument("-f", "--force", action="store_true",
                    help="replace the output if it exists and is not empty")
     add_capture_options(p)
     p.add_argument("--cgroup-name", help="name of the command's cgroup (default magnet-PID)")
+    p.add_argument("--preload", action="store_true",
+                   help="no BPF, no root: record the socket calls of CMD and its children with "
+                        "an LD_PRELOAD shim (SOCK_SEND/SOCK_RECV only; chosen when not root)")
+    p.add_argument("--all-sockets", action="store_true",
+                   help="with --preload: every socket (UNIX, UDP, ...), not only TCP")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
     p.set_defaults(func=cmd_capture)
 
@@ -106,9 +116,22 @@ def cmd_capture(args) -> int:
     if not command:
         warn("capture: no command given (magnet capture -o FILE -- CMD ARGS)")
         return 2
-    if os.geteuid() != 0:
-        warn("capture: needs root (to load BPF programs and create a cgroup)")
+    bpf_only = bpf_only_options(args)
+    if args.preload and bpf_only:
+        warn(f"capture: --preload records socket calls only: {bpf_only} needs the BPF capture")
         return 2
+    if args.all_sockets and not args.preload and os.geteuid() == 0:
+        warn("capture: --all-sockets is an option of --preload")
+        return 2
+    if not args.preload and os.geteuid() != 0:
+        if bpf_only:
+            warn(f"capture: {bpf_only} needs root (to load BPF programs and create a cgroup)")
+            return 2
+        warn("capture: not root, so no BPF: recording the socket calls with the LD_PRELOAD shim "
+             "(--preload)")
+        args.preload = True
+    if args.preload:
+        return capture_preloaded(command, args)
     with Signals() as signals:
         return capture_command(command, args, signals)
 
@@ -136,6 +159,61 @@ def capture_command(command: list[str], args, signals: Signals) -> int:
     if failure:
         return 2                            # said when it was found
     return 128 + signals.got if signals.got else status
+
+
+def bpf_only_options(args) -> str | None:
+    """The first option given that only the BPF capture honours, as the user wrote it."""
+    events = (args.events or "sock").lower().split(",")
+    if not set(events) <= {"sock", "sock_send", "sock_recv"}:
+        return f"--events {args.events}"
+    for flag, value in (("--ext", args.ext), ("--buffer", args.buffer),
+                        ("--drain-delay", args.drain_delay), ("--port", args.ports),
+                        ("--rotate-size", args.rotate_size), ("--rotate-time", args.rotate_time),
+                        ("--stats", args.stats), ("--status-dir", args.status_dir),
+                        ("--cgroup-name", args.cgroup_name)):
+        if value:
+            return flag
+    return None
+
+
+def capture_preloaded(command: list[str], args) -> int:
+    """Run `command` with the shim preloaded, merge its processes' records into the trace."""
+    out = Path(args.output)
+    if not args.force and (out.is_symlink() or (out.exists() and out.stat().st_size > 0)):
+        warn(f"capture: {out}: exists and is not empty (--force replaces it)")
+        return 2
+    try:
+        preload.check_command(command)
+        spool = preload.Spool(args.output, all_sockets=args.all_sockets)
+    except capture.CaptureError as e:
+        warn(f"capture: {e}")
+        return 2
+    try:
+        status, elapsed = run_preloaded(command, spool)
+    except capture.CaptureError as e:
+        spool.remove()
+        warn(f"capture: {e}")
+        return 2
+    print_summary(Trace(args.output), elapsed)
+    return status if status >= 0 else 128 - status
+
+
+def run_preloaded(command: list[str], spool) -> tuple[int, float]:
+    """(exit status, seconds) of `command` run with the shim writing into `spool`,
+    then merged into its trace."""
+    env = spool.environment(preload.find_library())
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(command, env=env)
+    except OSError as e:
+        raise capture.CaptureError(f"{command[0]}: {e.strerror}") from None
+    status = wait_through_interrupts(proc)
+    elapsed = time.monotonic() - start
+    try:
+        spool.merge(command)
+    except OSError as e:
+        raise capture.CaptureError(f"{spool.output}: {e.strerror}") from None
+    return status, elapsed
 
 
 def run_captured(command: list[str], cgroup, args, binary,
@@ -217,10 +295,7 @@ def print_summary(trace: Trace, elapsed: float, ended_early: bool = False) -> No
     if len(streams):
         print_streams(streams, trace.path)
     print(f"{'layer':<6}{'send events':>12}{'bytes':>15}{'recv events':>12}{'bytes':>15}")
-    for layer, send, recv in (("sock", Event.SOCK_SEND, Event.SOCK_RECV),
-                              ("tcp", Event.TCP_SEND, Event.TCP_RECV),
-                              ("ip", Event.IP_SEND, Event.IP_RECV),
-                              ("dev", Event.DEV_SEND, Event.DEV_RECV)):
+    for layer, send, recv in layers_recorded(trace):
         print(f"{layer:<6}{s.counts.get(send, 0):>12,}{s.bytes.get(send, 0):>15,}"
               f"{s.counts.get(recv, 0):>12,}{s.bytes.get(recv, 0):>15,}")
     if s.counts.get(Event.TCP_RETRANS):
@@ -229,6 +304,16 @@ def print_summary(trace: Trace, elapsed: float, ended_early: bool = False) -> No
     if s.lost:
         print(f"LOST: {s.lost} events could not be recorded ({s.lost_records} LOST records); " +
               ("the capture stopped early" if ended_early else "raise --buffer or lower --drain-delay"))
+
+
+def layers_recorded(trace: Trace) -> list[tuple[str, Event, Event]]:
+    """(layer, send event, receive event) of the layers the trace's event mask names."""
+    layers = [("sock", Event.SOCK_SEND, Event.SOCK_RECV), ("tcp", Event.TCP_SEND, Event.TCP_RECV),
+              ("ip", Event.IP_SEND, Event.IP_RECV), ("dev", Event.DEV_SEND, Event.DEV_RECV)]
+    mask = trace.meta.event_mask
+    if mask is None:
+        return layers
+    return [row for row in layers if mask & fmt.event_mask(row[1:])]
 
 
 def print_streams(streams, path: str) -> None:

@@ -70,6 +70,7 @@ enum magnet_meta_key {
 	MAGNET_META_EXT_MASK = 0x0a,	/* extended groups recorded (ext_valid bits) */
 	MAGNET_META_FILTER = 0x0b,	/* capture filter in words (cgroup, pid, ports) */
 	MAGNET_META_SEGMENT_INDEX = 0x0c,	/* 0 for the first file of a capture, n for its n-th rotation */
+	MAGNET_META_CAPTURE_METHOD = 0x0d,	/* how the records were taken: bpf (magnet-read) or preload (the LD_PRELOAD shim) */
 	MAGNET_META_END = 0x7fff,	/* last metadata record: value = number of META records before it */
 };
 

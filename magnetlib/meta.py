@@ -37,6 +37,7 @@ class TraceMeta:
     ext_mask: int | None = None
     filter: str | None = None
     segment_index: int | None = None
+    capture_method: str | None = None
     unknown: dict[int, object] = field(default_factory=dict)
 
     @property

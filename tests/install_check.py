@@ -98,6 +98,11 @@ def checks(bin_dir: Path, work: Path) -> None:
              "s.getsockname()); a, _ = s.accept(); c.sendall(b'x' * 100000); c.close(); "
              "n = 0\nwhile (b := a.recv(65536)): n += len(b)\nassert n == 100000"], work, env)
         run([magnet, "info", "curl.magnet"], work, env)
+    if prerequisite("capture --preload", None if shutil.which("cc") else "no C compiler"):
+        run([magnet, "capture", "--preload", "-o", "preload.magnet", "--", python, "-c",
+             "import socket; s = socket.create_server(('127.0.0.1', 0)); c = socket.create_connection("
+             "s.getsockname()); c.sendall(b'x' * 100000)"], work, env)
+        run([magnet, "info", "preload.magnet"], work, env)
     run([magnet, "experiment", "multistack", "--quick", "--out", "multistack"], work, env, timeout=1800)
     leaked = sorted(files_of(bin_dir.parent) - installed)
     if leaked:

@@ -75,7 +75,8 @@ def cmd_info(args) -> int:
         rows.append(("start", start.isoformat(timespec="microseconds")))
     rows.append(("duration", f"{trace.duration_ns / 1e9:.6f} s"))
     for label, value in (("host", m.hostname), ("host id", None if m.host_id is None else f"{m.host_id:#x}"),
-                         ("producer", m.producer), ("kernel", m.kernel), ("filter", m.filter)):
+                         ("producer", m.producer), ("capture method", m.capture_method),
+                         ("kernel", m.kernel), ("filter", m.filter)):
         if value is not None:
             rows.append((label, value))
     rows += _capture_rows(m)

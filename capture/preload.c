@@ -1,0 +1,742 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* libmagnet-preload.so: the socket layer of the capture without root.
+ *
+ * Preloaded into a program (LD_PRELOAD, by `magnet capture --preload`), it
+ * interposes libc's socket data calls and records each one on a TCP socket
+ * as the BPF capture's sock_send_length / sock_recv_length tracepoints do:
+ * a SOCK_SEND or SOCK_RECV record stamped when the call returns, sockid =
+ * the socket cookie (getsockopt SO_COOKIE, the BPF capture's id), size =
+ * what the call returned (-errno on failure, 0 for EOF). No payload is read.
+ *
+ * Hot path: the real call, one load from a per-fd cache (socket cookie, or
+ * "not a traced socket"), then for traced sockets a clock read and a
+ * 24-byte store into the calling thread's chunk of the process's spool file
+ * (preload.h), mapped shared: no lock, no system call, and the records
+ * survive SIGKILL, exec and _exit. A chunk's last slot is kept for a LOST
+ * record, so records that cannot be stored are counted in the file.
+ * Everything a non-socket fd costs is inlined into the wrapper: the cache
+ * lines it touches right after a system call are what it costs. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include "preload.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define barrier() __asm__ __volatile__("" ::: "memory")
+
+#define FD_SLOTS (1u << 20)		/* fds the cache covers; higher ones are classified each call */
+#define FD_UNKNOWN 0ull			/* cache entry: not classified yet */
+#define FD_IGNORED (~0ull)		/* cache entry: not a socket we record */
+#define RETRY_NS 100000000ull		/* a failed chunk allocation is retried after 100 ms */
+#define HIGH_FD 900			/* the spool fd is moved up here, out of the program's way */
+#define SPARE_CHUNKS 64			/* chunks of ended threads kept for new ones */
+
+/* ------------------------------------------------------- the real calls --- */
+
+/* Every interposed function: its real version, found with dlsym(RTLD_NEXT)
+ * when first needed (other libraries' constructors may call before ours). */
+#define INTERPOSED(X) X(send) X(sendto) X(sendmsg) X(sendmmsg) X(write) X(writev) \
+	X(sendfile) X(sendfile64) X(splice) X(recv) X(recvfrom) X(recvmsg) X(recvmmsg) \
+	X(read) X(readv) X(__read_chk) X(__recv_chk) X(__recvfrom_chk) X(close) \
+	X(close_range) X(closefrom) X(fclose) X(dup2) X(dup3) X(socket) X(connect) \
+	X(accept) X(accept4)
+
+ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+		       __SOCKADDR_ARG addr, socklen_t *addrlen);
+
+#define DECLARE_REAL(f)							\
+	static __typeof__(f) *real_##f;					\
+	static inline __typeof__(f) *get_real_##f(void)			\
+	{								\
+		if (unlikely(!real_##f))				\
+			real_##f = (__typeof__(f) *)dlsym(RTLD_NEXT, #f); \
+		return real_##f;					\
+	}
+INTERPOSED(DECLARE_REAL)
+
+#define REAL(f) get_real_##f()
+
+/* ------------------------------------------------------------- process --- */
+
+static struct {
+	bool enabled;			/* $MAGNET_PRELOAD_DIR was set */
+	bool all_sockets;		/* record every socket, not only TCP */
+	__u64 *fds;			/* the per-fd cache */
+	int max_fd;			/* highest fd the cache ever held */
+	pthread_key_t thread_key;	/* its destructor unmaps an exiting thread's chunk */
+	pthread_mutex_t lock;		/* chunk allocation (not the hot path) */
+	char dir[PATH_MAX - 64];
+	char path[PATH_MAX];		/* this process's spool file */
+	int fd;				/* ... open, or -1 */
+	dev_t dev;			/* ... which it must still be: the program may close or reuse it */
+	ino_t ino;
+	off_t end;			/* bytes of chunks allocated */
+	struct spare {			/* the rest of an ended thread's chunk, for the next thread */
+		struct preload_chunk *chunk;
+		__u32 n;		/* its slots in use */
+	} spare[SPARE_CHUNKS];
+	int spares;
+	__u64 synthetic_id;		/* ids for sockets without a cookie (kernels before 4.12) */
+} proc = { .fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static __u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the BPF capture's clock (bpf_ktime_get_ns) */
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int real_close_fd(int fd)
+{
+	return syscall(SYS_close, fd);
+}
+
+/* Create this process's spool file, named by pid and start time (an exec
+ * keeps the pid and starts a new file). */
+static void open_spool(void)
+{
+	struct stat st;
+	int fd, high;
+
+	snprintf(proc.path, sizeof(proc.path), "%s/%d-%llu" PRELOAD_SUFFIX, proc.dir, getpid(),
+		 (unsigned long long)now_ns());
+	proc.end = 0;
+	proc.fd = -1;
+	fd = open(proc.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	high = fcntl(fd, F_DUPFD_CLOEXEC, HIGH_FD);
+	if (high >= 0) {
+		real_close_fd(fd);
+		fd = high;
+	}
+	if (fstat(fd, &st)) {
+		real_close_fd(fd);
+		return;
+	}
+	proc.fd = fd;
+	proc.dev = st.st_dev;
+	proc.ino = st.st_ino;
+}
+
+/* The spool fd, if it is still ours; reopened by name if the program closed
+ * it or put something else on its number (opened before a chroot or a
+ * change of user, the first fd is the one that keeps working). */
+static int spool_fd(void)
+{
+	struct stat st;
+	int fd;
+
+	if (proc.fd >= 0 && !fstat(proc.fd, &st) && st.st_dev == proc.dev && st.st_ino == proc.ino)
+		return proc.fd;
+	fd = open(proc.path, O_RDWR | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &st) || st.st_dev != proc.dev || st.st_ino != proc.ino)) {
+		real_close_fd(fd);
+		fd = -1;
+	}
+	proc.fd = fd;
+	return fd;
+}
+
+/* Give the file `bytes` more at `off` so that stores into the mapping never
+ * meet a full disk (that would be SIGBUS in the program). */
+static int reserve(int fd, off_t off, size_t bytes)
+{
+	static const char zeros[4096];
+
+	if (!fallocate(fd, 0, off, bytes))
+		return 0;
+	if (errno != EOPNOTSUPP && errno != ENOSYS)
+		return -1;
+	for (size_t done = 0; done < bytes; done += sizeof(zeros))
+		if (pwrite(fd, zeros, sizeof(zeros), off + done) != (ssize_t)sizeof(zeros))
+			return -1;
+	return 0;
+}
+
+static struct preload_chunk *map_chunk(__u32 bytes)
+{
+	void *p = NULL;
+	int fd;
+
+	pthread_mutex_lock(&proc.lock);
+	fd = spool_fd();
+	if (fd >= 0 && !reserve(fd, proc.end, bytes)) {
+		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, proc.end);
+		if (p == MAP_FAILED)
+			p = NULL;
+		else
+			proc.end += bytes;
+	}
+	pthread_mutex_unlock(&proc.lock);
+	return p;
+}
+
+/* -------------------------------------------------------------- threads --- */
+
+struct thread_state {
+	struct preload_chunk *chunk;	/* this thread's chunk of the spool file, mapped */
+	struct magnet_core *slot;	/* its record slots */
+	__u32 n;			/* slots in use */
+	__u32 limit;			/* records go below it; the slot at `limit` is kept for LOST */
+	__u32 next_bytes;		/* size of the next chunk */
+	__u32 busy;			/* in the slow path (a signal handler must not enter it) */
+	__u64 lost;			/* records not stored and not yet in a LOST record */
+	__u64 retry_at;			/* no chunk allocation before this time */
+	struct magnet_core *lost_rec;	/* the LOST record in the kept slot, still counting */
+	bool keyed;			/* the thread-exit destructor is armed */
+};
+
+static __thread struct thread_state self __attribute__((tls_model("initial-exec")));
+
+static void put(struct thread_state *t, __u64 id, __u64 now, __u32 event, __s32 size)
+{
+	__u32 i = t->n++;		/* claimed first: a signal handler recording meanwhile takes the next */
+	struct magnet_core *r = &t->slot[i];
+
+	__builtin_prefetch(r + 4, 1);	/* the line after next: a fresh page-cache line costs a miss */
+	barrier();
+	r->sockid = id;
+	r->event = event;
+	r->size = size;
+	barrier();
+	r->timestamp = now;		/* last: it makes the record (preload.h) */
+}
+
+static void drop_chunk(struct thread_state *t)
+{
+	t->limit = 0;			/* first: the hot path must not use the old chunk any more */
+	barrier();
+	if (t->chunk)
+		munmap(t->chunk, t->chunk->bytes);
+	t->chunk = NULL;
+	t->slot = NULL;
+	t->n = 0;
+	t->lost_rec = NULL;
+}
+
+static __u32 limit_of(const struct preload_chunk *c)
+{
+	return c->bytes / MAGNET_CORE_SIZE - 2;		/* the header and the kept slot */
+}
+
+static void use_chunk(struct thread_state *t, struct preload_chunk *c, __u32 n)
+{
+	drop_chunk(t);
+	t->chunk = c;
+	t->slot = (struct magnet_core *)(c + 1);
+	t->n = n;
+	t->next_bytes = c->bytes < PRELOAD_LAST_CHUNK ? c->bytes * 2 : c->bytes;
+	if (!t->keyed) {
+		pthread_setspecific(proc.thread_key, t);
+		t->keyed = true;
+	}
+	barrier();
+	t->limit = limit_of(c);
+}
+
+/* What an ended thread left: a program that runs a thread per request
+ * does not leave a chunk per thread in the file. */
+static struct preload_chunk *take_spare(__u32 *n)
+{
+	struct spare s = { NULL, 0 };
+
+	pthread_mutex_lock(&proc.lock);
+	if (proc.spares)
+		s = proc.spare[--proc.spares];
+	pthread_mutex_unlock(&proc.lock);
+	*n = s.n;
+	return s.chunk;
+}
+
+static int new_chunk(struct thread_state *t, __u64 now)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	__u32 bytes = t->next_bytes ? t->next_bytes : page > PRELOAD_FIRST_CHUNK ? page : PRELOAD_FIRST_CHUNK;
+	struct preload_chunk *c;
+	__u32 n = 0;
+
+	if (now < t->retry_at)
+		return -1;
+	c = t->chunk ? NULL : take_spare(&n);
+	if (c) {
+		use_chunk(t, c, n);
+		return 0;
+	}
+	c = map_chunk(bytes);
+	if (!c) {
+		t->retry_at = now + RETRY_NS;
+		return -1;
+	}
+	*c = (struct preload_chunk){ PRELOAD_CHUNK_MAGIC, bytes, 0, getpid(), gettid() };
+	use_chunk(t, c, 0);
+	return 0;
+}
+
+/* Room for one record at t->n, after the LOST record of what could not be
+ * stored before; -1 when there is none. */
+static int make_room(struct thread_state *t, __u64 now)
+{
+	int err = 0;
+
+	if (t->busy)
+		return -1;
+	t->busy = 1;
+	barrier();
+	if (t->n + (t->lost ? 1 : 0) >= t->limit)
+		err = new_chunk(t, now);
+	if (!err && t->lost) {
+		__s32 n = t->lost > INT32_MAX ? INT32_MAX : (__s32)t->lost;
+
+		put(t, 0, now, MAGNET_LOST, n);
+		t->lost -= n;
+	}
+	barrier();
+	t->busy = 0;
+	return err;
+}
+
+/* A record that could not be stored: counted in a LOST record in the chunk
+ * (in the slot kept for it, or an earlier free one), or, with no chunk (or
+ * in a signal handler that interrupted the slow path), remembered for the
+ * next chunk. */
+static void count_lost(struct thread_state *t, __u64 now)
+{
+	__u64 room;
+
+	t->lost++;
+	if (t->busy || !t->chunk)
+		return;
+	if (!t->lost_rec) {
+		t->lost_rec = &t->slot[t->n];
+		put(t, 0, now, MAGNET_LOST, 0);
+	}
+	room = INT32_MAX - t->lost_rec->size;
+	room = room < t->lost ? room : t->lost;
+	t->lost_rec->size += room;
+	t->lost -= room;
+	t->lost_rec->timestamp = now;
+}
+
+static void record(__u64 id, __u32 event, __s32 size, __u64 now)
+{
+	struct thread_state *t = &self;
+
+	if (unlikely(t->n >= t->limit || t->lost) && make_room(t, now)) {
+		count_lost(t, now);
+		return;
+	}
+	put(t, id, now, event, size);
+}
+
+/* A thread ends: its records stay in the file, the rest of its chunk goes
+ * to the spares if there is room left in it (and in the spares). */
+static void thread_done(void *arg)
+{
+	struct thread_state *t = arg;
+	struct preload_chunk *c = t->chunk;
+	bool kept = false;
+
+	t->limit = 0;
+	barrier();
+	if (c && !t->lost_rec && t->n + 1 < limit_of(c)) {
+		pthread_mutex_lock(&proc.lock);
+		if (proc.spares < SPARE_CHUNKS) {
+			proc.spare[proc.spares++] = (struct spare){ c, t->n };
+			kept = true;
+		}
+		pthread_mutex_unlock(&proc.lock);
+	}
+	if (kept)
+		t->chunk = NULL;
+	drop_chunk(t);
+	t->keyed = false;
+}
+
+/* -------------------------------------------------------- the fd cache --- */
+
+static int sockopt_int(int fd, int name)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	return getsockopt(fd, SOL_SOCKET, name, &v, &len) ? -1 : v;
+}
+
+static bool is_tcp(int fd)
+{
+	int domain = sockopt_int(fd, SO_DOMAIN);
+
+	return (domain == AF_INET || domain == AF_INET6) && sockopt_int(fd, SO_TYPE) == SOCK_STREAM &&
+	       sockopt_int(fd, SO_PROTOCOL) == IPPROTO_TCP;
+}
+
+/* What the cache should hold for `fd`: its socket cookie, FD_IGNORED, or
+ * FD_UNKNOWN when the fd is not open (nothing to cache). */
+static __u64 classify(int fd)
+{
+	__u64 cookie = 0;
+	socklen_t len = sizeof(cookie);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &len)) {
+		if (errno == ENOTSOCK)
+			return FD_IGNORED;
+		if (errno != ENOPROTOOPT)
+			return FD_UNKNOWN;
+		cookie = 1ull << 63 | __atomic_add_fetch(&proc.synthetic_id, 1, __ATOMIC_RELAXED);
+	}
+	if (!proc.all_sockets && !is_tcp(fd))
+		return FD_IGNORED;
+	return cookie;
+}
+
+static __attribute__((always_inline)) inline __u64 cached(int fd)
+{
+	if (likely((unsigned)fd < FD_SLOTS && proc.fds))
+		return __atomic_load_n(&proc.fds[fd], __ATOMIC_RELAXED);
+	return FD_UNKNOWN;
+}
+
+static __u64 learn(int fd)
+{
+	__u64 id = classify(fd);
+
+	if ((unsigned)fd < FD_SLOTS && proc.fds && id != FD_UNKNOWN) {
+		__atomic_store_n(&proc.fds[fd], id, __ATOMIC_RELAXED);
+		if (fd > __atomic_load_n(&proc.max_fd, __ATOMIC_RELAXED))
+			__atomic_store_n(&proc.max_fd, fd, __ATOMIC_RELAXED);
+	}
+	return id;
+}
+
+static void forget_range(unsigned first, unsigned last)
+{
+	unsigned top = __atomic_load_n(&proc.max_fd, __ATOMIC_RELAXED);
+
+	if (!proc.fds)
+		return;
+	for (unsigned fd = first; fd <= last && fd <= top; fd++)
+		__atomic_store_n(&proc.fds[fd], FD_UNKNOWN, __ATOMIC_RELAXED);
+}
+
+static void forget(int fd)
+{
+	if (fd >= 0)
+		forget_range(fd, fd);
+}
+
+/* --------------------------------------------------------- recording --- */
+
+/* A call on `fd`, which the cache says is a traced socket (or does not know):
+ * its record. Out of line: the cost of the non-socket path is its inlining. */
+static __attribute__((noinline)) void traced_call(int fd, __u64 id, __u32 event, ssize_t ret)
+{
+	int err = errno;
+	__u64 now = now_ns();
+
+	if (id == FD_UNKNOWN)
+		id = learn(fd);
+	if (id != FD_UNKNOWN && id != FD_IGNORED)
+		record(id, event, ret < 0 ? -err : ret > INT32_MAX ? INT32_MAX : (__s32)ret, now);
+	errno = err;
+}
+
+/* After a data call on `fd` returned `ret`: a record if fd is a socket we
+ * trace. Other fds cost the one cache load. */
+static __attribute__((always_inline)) inline ssize_t done(int fd, __u32 event, ssize_t ret)
+{
+	if (likely(proc.enabled)) {
+		__u64 id = cached(fd);
+
+		if (unlikely(id != FD_IGNORED))
+			traced_call(fd, id, event, ret);
+	}
+	return ret;
+}
+
+/* One record per message, as the kernel's tracepoint sees them; one for a failure. */
+static int done_mmsg(int fd, __u32 event, int ret, const struct mmsghdr *v)
+{
+	if (ret < 0)
+		done(fd, event, ret);
+	for (int i = 0; i < ret; i++)
+		done(fd, event, v[i].msg_len);
+	return ret;
+}
+
+/* ------------------------------------------------------ interposition --- */
+
+EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	return done(fd, MAGNET_SOCK_SEND, REAL(send)(fd, buf, len, flags));
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONST_SOCKADDR_ARG addr,
+		      socklen_t addrlen)
+{
+	return done(fd, MAGNET_SOCK_SEND, REAL(sendto)(fd, buf, len, flags, addr, addrlen));
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	return done(fd, MAGNET_SOCK_SEND, REAL(sendmsg)(fd, msg, flags));
+}
+
+EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	return done_mmsg(fd, MAGNET_SOCK_SEND, REAL(sendmmsg)(fd, v, n, flags), v);
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	return done(fd, MAGNET_SOCK_SEND, REAL(write)(fd, buf, n));
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	return done(fd, MAGNET_SOCK_SEND, REAL(writev)(fd, iov, iovcnt));
+}
+
+EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	return done(out_fd, MAGNET_SOCK_SEND, REAL(sendfile)(out_fd, in_fd, offset, count));
+}
+
+EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
+{
+	return done(out_fd, MAGNET_SOCK_SEND, REAL(sendfile64)(out_fd, in_fd, offset, count));
+}
+
+/* Only the socket it writes to: the kernel's splice read from TCP bypasses
+ * the socket layer's recvmsg, so the BPF capture does not see that side either. */
+EXPORT ssize_t splice(int fd_in, off64_t *off_in, int fd_out, off64_t *off_out, size_t len,
+		      unsigned int flags)
+{
+	return done(fd_out, MAGNET_SOCK_SEND, REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags));
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	return done(fd, MAGNET_SOCK_RECV, REAL(recv)(fd, buf, len, flags));
+}
+
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR_ARG addr,
+			socklen_t *addrlen)
+{
+	return done(fd, MAGNET_SOCK_RECV, REAL(recvfrom)(fd, buf, len, flags, addr, addrlen));
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	return done(fd, MAGNET_SOCK_RECV, REAL(recvmsg)(fd, msg, flags));
+}
+
+EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *timeout)
+{
+	return done_mmsg(fd, MAGNET_SOCK_RECV, REAL(recvmmsg)(fd, v, n, flags, timeout), v);
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	return done(fd, MAGNET_SOCK_RECV, REAL(read)(fd, buf, n));
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	return done(fd, MAGNET_SOCK_RECV, REAL(readv)(fd, iov, iovcnt));
+}
+
+/* What programs built with _FORTIFY_SOURCE call instead of read/recv/recvfrom. */
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)
+{
+	return done(fd, MAGNET_SOCK_RECV, REAL(__read_chk)(fd, buf, nbytes, buflen));
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+	return done(fd, MAGNET_SOCK_RECV, REAL(__recv_chk)(fd, buf, len, buflen, flags));
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+			      __SOCKADDR_ARG addr, socklen_t *addrlen)
+{
+	return done(fd, MAGNET_SOCK_RECV,
+		    REAL(__recvfrom_chk)(fd, buf, len, buflen, flags, addr, addrlen));
+}
+
+/* --- fds that end or change: their cache entries go (before, so that no
+ * other thread re-learns the old socket meanwhile, and after). */
+
+EXPORT int close(int fd)
+{
+	int ret;
+
+	forget(fd);
+	ret = REAL(close)(fd);
+	forget(fd);
+	return ret;
+}
+
+EXPORT int fclose(FILE *f)
+{
+	int fd = fileno(f), ret;	/* its close inside libc does not come through close() */
+
+	forget(fd);
+	ret = REAL(fclose)(f);
+	forget(fd);
+	return ret;
+}
+
+EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	int ret = REAL(close_range) ? real_close_range(first, last, flags)
+				    : syscall(SYS_close_range, first, last, flags);
+
+	if (!ret && !(flags & CLOSE_RANGE_CLOEXEC))
+		forget_range(first, last);
+	return ret;
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	if (REAL(closefrom))
+		real_closefrom(lowfd);
+	else
+		syscall(SYS_close_range, lowfd, ~0u, 0);
+	forget_range(lowfd < 0 ? 0 : lowfd, ~0u);
+}
+
+EXPORT int dup2(int oldfd, int newfd)
+{
+	int ret = REAL(dup2)(oldfd, newfd);
+
+	forget(newfd);
+	return ret;
+}
+
+EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	int ret = REAL(dup3)(oldfd, newfd, flags);
+
+	forget(newfd);
+	return ret;
+}
+
+EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd = REAL(socket)(domain, type, protocol);
+
+	forget(fd);
+	return fd;
+}
+
+/* A connection begins: learn its socket now, not at its first data call. */
+static void learn_connection(int fd)
+{
+	int err = errno;
+
+	if (proc.enabled && fd >= 0) {
+		forget(fd);
+		learn(fd);
+	}
+	errno = err;
+}
+
+EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	int ret = REAL(connect)(fd, addr, len);
+
+	if (!ret || errno == EINPROGRESS)
+		learn_connection(fd);
+	return ret;
+}
+
+EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	int conn = REAL(accept)(fd, addr, len);
+
+	learn_connection(conn);
+	return conn;
+}
+
+EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
+{
+	int conn = REAL(accept4)(fd, addr, len, flags);
+
+	learn_connection(conn);
+	return conn;
+}
+
+/* ------------------------------------------------------- fork and start --- */
+
+static void before_fork(void)
+{
+	pthread_mutex_lock(&proc.lock);
+}
+
+static void after_fork_parent(void)
+{
+	pthread_mutex_unlock(&proc.lock);
+}
+
+/* A child of fork() writes a file of its own: its chunk of the parent's
+ * file is the parent's (records a signal handler was writing are lost). */
+static void after_fork_child(void)
+{
+	struct thread_state *t = &self;
+
+	pthread_mutex_init(&proc.lock, NULL);
+	while (proc.spares) {		/* chunks of the parent's file */
+		struct preload_chunk *c = proc.spare[--proc.spares].chunk;
+
+		munmap(c, c->bytes);
+	}
+	drop_chunk(t);
+	t->lost = 0;
+	t->next_bytes = 0;
+	t->retry_at = 0;
+	if (proc.fd >= 0)
+		real_close_fd(proc.fd);
+	open_spool();
+}
+
+__attribute__((constructor)) static void start(void)
+{
+	const char *dir = getenv(PRELOAD_DIR_ENV), *sockets = getenv(PRELOAD_SOCKETS_ENV);
+	void *fds;
+
+	if (!dir || !*dir || strlen(dir) >= sizeof(proc.dir))
+		return;
+	snprintf(proc.dir, sizeof(proc.dir), "%s", dir);
+	proc.all_sockets = sockets && !strcmp(sockets, "all");
+	fds = mmap(NULL, FD_SLOTS * sizeof(__u64), PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	proc.fds = fds == MAP_FAILED ? NULL : fds;
+	if (pthread_key_create(&proc.thread_key, thread_done))
+		return;
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+	open_spool();
+	proc.enabled = true;
+}

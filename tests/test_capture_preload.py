@@ -1,0 +1,311 @@
+"""The capture without root (libmagnet-preload.so, `magnet capture --preload`):
+real programs over loopback, their own counts of their calls per connection
+against the trace, the BPF capture of the same run, and the faults a
+preloaded library must survive (fork without exec, SIGKILL, fds clobbered,
+threads). Only the comparison with BPF needs root."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import magnetlib
+from magnet import capture
+from magnet.capture import preload
+from magnetlib.format import Event as E
+
+from .conftest import BIN, assert_clean_error, require, require_tool, run_magnet, unprivileged
+from .test_capture import APP, PREFIX, magnet_read  # noqa: F401  (fixture)
+
+PRELOAD_APP = Path(__file__).with_name("preload_app.py")
+
+
+@pytest.fixture(scope="module")
+def library() -> Path:
+    require_tool("cc")
+    return preload.find_library()
+
+
+def captured(tmp_path: Path, *command, options=()) -> tuple[magnetlib.Trace, dict]:
+    """`magnet capture --preload` of a command that writes its JSON to --out."""
+    out, app_out = tmp_path / "p.magnet", tmp_path / "app.json"
+    proc = run_magnet("capture", "--preload", "-o", out, *options, "--",
+                      *map(str, command), "--out", app_out)
+    assert proc.returncode == 0, proc.stderr_text
+    assert "magnet capture:" in proc.stdout_text
+    return magnetlib.open(out).check(), json.loads(app_out.read_text())
+
+
+def per_stream(trace: magnetlib.Trace) -> dict[int, dict]:
+    """{sockid: {sends, sent, recvs, received}} of the trace's SOCK records."""
+    d = trace.data
+    out: dict[int, dict] = {}
+    for event, calls, nbytes in ((E.SOCK_SEND, "sends", "sent"), (E.SOCK_RECV, "recvs", "received")):
+        mine = d[d["event"] == event]
+        ids, index = np.unique(mine["sockid"], return_inverse=True)
+        for sockid, n, b in zip(ids.tolist(), np.bincount(index).tolist(),
+                                np.bincount(index, weights=mine["size"]).tolist()):
+            out.setdefault(sockid, {})[calls] = n
+            out[sockid][nbytes] = int(b)
+    return out
+
+
+def app_streams(app: dict) -> dict[int, dict]:
+    return {int(k): v for k, v in app["streams"].items()}
+
+
+def assert_preload_trace(trace: magnetlib.Trace) -> None:
+    assert trace.meta.capture_method == "preload"
+    assert set(np.unique(trace.data["event"]).tolist()) <= {E.SOCK_SEND, E.SOCK_RECV}
+    assert trace.scan.lost == 0
+    assert np.all(np.diff(trace.data["timestamp"].astype(np.int64)) >= 0)
+    assert os.stat(trace.path).st_mode & 0o777 == 0o600
+
+
+# ---------------------------------------------------------- real traffic ---
+def test_python_sender_through_a_shell(library, tmp_path):
+    """capture_app's bulk transfer, started by sh (fork + exec): every call it
+    counted is a record of its connection, with its bytes."""
+    trace, app = captured(tmp_path, "sh", "-c", '"$@"', "sh", sys.executable, APP, "bulk",
+                          "--total", 2_000_000, "--chunk", 1000, "--recv-size", 4096)
+    assert_preload_trace(trace)
+    streams = per_stream(trace)
+    client, server = app["client"], app["server"]
+    assert streams[client["cookie"]] == {"sends": client["sends"], "sent": client["bytes"],
+                                         "recvs": client["recvs"], "received": 0}
+    assert streams[server["cookie"]] == {"recvs": server["recvs"], "received": server["bytes"]}
+    assert client["sends"] == 2000 and server["bytes"] == 2_000_000
+    assert not list(tmp_path.glob(".magnet-preload-*"))     # the spool is gone
+
+
+def test_sendfile_server(library, tmp_path):
+    trace, app = captured(tmp_path, sys.executable, APP, "sendfile", "--total", 3_000_000)
+    client = app["client"]
+    assert per_stream(trace)[client["cookie"]]["sends"] == client["sends"]
+    assert per_stream(trace)[client["cookie"]]["sent"] == client["bytes"] == 3_000_000
+
+
+def test_curl_against_an_http_server(library, tmp_path):
+    """Both ends in the trace: curl's request and the server's response, as curl counts them."""
+    require_tool("curl")
+    trace, app = captured(tmp_path, sys.executable, PRELOAD_APP, "http", "--fetches", 3,
+                          "--dir", tmp_path)
+    assert_preload_trace(trace)
+    sides = sorted((s.get("sent", 0), s.get("received", 0)) for s in per_stream(trace).values())
+    expect = []
+    for f in app["fetches"]:
+        assert f["download"] == app["size"]
+        expect += [(f["request"], f["header"] + f["download"]), (f["header"] + f["download"], f["request"])]
+    assert sides == sorted(expect)
+
+
+# ---------------------------------------------------------------- faults ---
+@pytest.mark.parametrize("end", ["_exit", "SIGKILL"])
+def test_fork_without_exec(library, tmp_path, end):
+    """A forked child (no exec) records into a file of its own, including on the
+    connection it shares with its parent; SIGKILL loses none of it."""
+    trace, app = captured(tmp_path, sys.executable, PRELOAD_APP, "fork",
+                          *(["--kill"] if end == "SIGKILL" else []))
+    assert_preload_trace(trace)
+    assert per_stream(trace) == app_streams(app)
+
+
+def test_program_that_clobbers_the_shims_fd(library, tmp_path):
+    """dup2() of a file over every fd, close_range() over the shim's: no record
+    lost, none written into the program's file."""
+    trace, app = captured(tmp_path, sys.executable, PRELOAD_APP, "clobber", "--dir", tmp_path)
+    assert app["spool_fds"], "the shim had no spool fd open to clobber"
+    assert_preload_trace(trace)
+    assert per_stream(trace) == app_streams(app)
+    assert os.path.getsize(app["bait"]) == 0
+
+
+def test_threads(library, tmp_path):
+    trace, app = captured(tmp_path, sys.executable, PRELOAD_APP, "threads", "--threads", 16,
+                          "--count", 3000)
+    assert_preload_trace(trace)
+    assert per_stream(trace) == app_streams(app)
+    assert len(app["streams"]) == 32
+
+
+def test_short_lived_threads(library, tmp_path):
+    """A thread per connection, 400 of them: later threads fill what ended ones left
+    of their chunks (and the sink's threads theirs), no record lost or doubled."""
+    trace, app = captured(tmp_path, sys.executable, PRELOAD_APP, "threads", "--threads", 8,
+                          "--waves", 50, "--count", 30)
+    assert_preload_trace(trace)
+    assert per_stream(trace) == app_streams(app)
+    assert len(app["streams"]) == 800
+
+
+def test_all_sockets(library, tmp_path):
+    """TCP only by default, as the BPF capture; --all-sockets adds UNIX sockets."""
+    script = ("import socket; a, b = socket.socketpair(); a.send(b'x' * 10); b.recv(10); "
+              "a.close(); b.recv(10)")
+    counts = {}
+    for options in ((), ("--all-sockets",)):
+        out = tmp_path / f"s{len(options)}.magnet"
+        run_magnet("capture", "--preload", *options, "-o", out, "--", sys.executable, "-c", script,
+                   check=True)
+        counts[options] = magnetlib.open(out).scan.records
+    assert counts == {(): 0, ("--all-sockets",): 3}
+
+
+def test_unfinished_slots_are_counted_as_lost(tmp_path):
+    """A slot a killed process had claimed but not finished (a record after it is),
+    is a LOST record in the merged trace; the unused slots after the last record,
+    and a chunk it had reserved but not begun, are nothing."""
+    dtype = magnetlib.format.record_dtype()
+    chunk = np.zeros(preload.CHUNK_ALIGN, np.uint8)
+    head = chunk[:24].view(preload.CHUNK_HEADER)
+    head["magic"], head["bytes"] = preload.CHUNK_MAGIC, preload.CHUNK_ALIGN
+    slots = chunk[24:24 + 3 * 24].view(dtype)
+    slots["sockid"], slots["event"], slots["size"] = 7, E.SOCK_SEND, 100
+    slots["timestamp"] = [1000, 0, 2000]                     # slot 1 unfinished
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    np.concatenate([chunk, np.zeros(preload.CHUNK_ALIGN, np.uint8)]).tofile(spool / f"1-1{preload.SUFFIX}")
+    records = preload.read_spool_dir(spool)
+    assert records["event"].tolist() == [E.SOCK_SEND, E.SOCK_SEND, E.LOST]
+    assert records["size"].tolist() == [100, 100, 1] and records["timestamp"][-1] == 2000
+
+
+# ---------------------------------------------------------- refusals ---
+def test_refuses_what_bypasses_libc(library, tmp_path):
+    """Static binaries and Go programs: one line, exit 2, no empty trace."""
+    cc = require_tool("cc")
+    source = tmp_path / "hello.c"
+    source.write_text("int main(void) { return 0; }\n")
+    static = tmp_path / "static-hello"
+    built = subprocess.run([cc, "-static", "-o", static, source], capture_output=True)
+    require(built.returncode == 0, "no static libc (libc6-dev) to link a static test program")
+    fake_go = tmp_path / "go-hello"
+    shutil.copy("/bin/true", fake_go)
+    subprocess.run([require_tool("objcopy"), "--add-section", f".go.buildinfo={source}", fake_go],
+                   check=True)
+    out = tmp_path / "x.magnet"
+    assert_clean_error(run_magnet("capture", "--preload", "-o", out, "--", static),
+                       "static-hello", "statically linked")
+    assert_clean_error(run_magnet("capture", "--preload", "-o", out, "--", fake_go),
+                       "go-hello", "Go program")
+    script = tmp_path / "script"
+    script.write_text(f"#!{static}\n")
+    script.chmod(0o755)
+    assert_clean_error(run_magnet("capture", "--preload", "-o", out, "--", script), "statically linked")
+    assert not out.exists()
+
+
+def test_bad_input(library, tmp_path):
+    out = tmp_path / "x.magnet"
+    assert_clean_error(run_magnet("capture", "--preload", "-o", out, "--", "/nonexistent/cmd"),
+                       "/nonexistent/cmd", "no such command")
+    assert_clean_error(run_magnet("capture", "--preload", "-o", out, "--", "no-such-command-xyz"),
+                       "no-such-command-xyz", "no such command")
+    plain = tmp_path / "plain"
+    plain.write_text("data")
+    assert_clean_error(run_magnet("capture", "--preload", "-o", out, "--", plain),
+                       "not an executable")
+    broken = tmp_path / "broken"
+    broken.write_bytes(b"\x7fELF broken")
+    broken.chmod(0o755)
+    assert_clean_error(run_magnet("capture", "--preload", "-o", out, "--", broken),
+                       str(broken), "Exec format error")
+    assert_clean_error(run_magnet("capture", "--preload", "-o", tmp_path / "no" / "x.magnet",
+                                  "--", "true"), "no such directory")
+    assert_clean_error(run_magnet("capture", "--preload", "-o", tmp_path, "--", "true"),
+                       "is a directory")
+    assert_clean_error(run_magnet("capture", "--preload", "--ext", "-o", out, "--", "true"),
+                       "--ext needs the BPF capture")
+    assert not out.exists()
+
+
+@pytest.fixture
+def shared():
+    """A directory anyone can write (tmp_path's parents may be closed to others)."""
+    path = Path(tempfile.mkdtemp(prefix="magnet-preload-test-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_chosen_without_root(library, shared):
+    """Not root: `magnet capture` says in one line that it uses the shim, and does;
+    asked for what only BPF records, it still says that it needs root."""
+    script = ("import socket; s = socket.create_server(('127.0.0.1', 0)); "
+              "c = socket.create_connection(s.getsockname()); c.sendall(b'x' * 1000)")
+    env = {**os.environ, "MAGNET_CACHE": str(shared / "cache")}
+
+    def capture_as_user(*args):
+        return subprocess.run(unprivileged([str(BIN / "magnet"), "capture", *args]),
+                              capture_output=True, text=True, env=env, cwd=shared)
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    proc = capture_as_user("-o", "x.magnet", "--", python, "-c", script)
+    require("Permission denied" not in proc.stderr, "magnet or python is not readable by nobody")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "magnet: capture: not root, so no BPF: recording the socket calls with the LD_PRELOAD "
+        "shim (--preload)"]
+    trace = magnetlib.open(shared / "x.magnet")
+    assert trace.meta.capture_method == "preload" and trace.scan.bytes[E.SOCK_SEND] == 1000
+    proc = capture_as_user("-x", "-o", "y.magnet", "--", "true")
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        "magnet: capture: --ext needs root (to load BPF programs and create a cgroup)"]
+
+
+# ---------------------------------------------------------- against BPF ---
+def both_captures(tmp_path: Path, name: str, command: list) -> tuple[dict, dict, dict]:
+    """One run of `command` under the BPF capture (its cgroup) and the shim at
+    once: (BPF streams, preload streams, the app's JSON)."""
+    cgroup = capture.make_cgroup(f"{PREFIX}-pl-{name}")
+    app_out = tmp_path / f"{name}.json"
+    try:
+        with capture.Capture(tmp_path / f"{name}-bpf.magnet", cgroup=cgroup,
+                             settings=capture.Settings(events="sock")) as cap:
+            spool = preload.Spool(tmp_path / f"{name}-preload.magnet")
+            env = spool.environment(preload.find_library())
+            subprocess.run([*map(str, command), "--out", app_out], env=env, check=True,
+                           preexec_fn=lambda: capture.join_cgroup(cgroup))
+            time.sleep(0.2)
+        assert cap.returncode == 0, cap.error()
+        spool.merge(command)
+    finally:
+        capture.remove_cgroup(cgroup)
+    bpf = magnetlib.open(cap.output).check()
+    assert bpf.scan.lost == 0
+    return (per_stream(bpf), per_stream(magnetlib.open(spool.output).check()),
+            json.loads(app_out.read_text()))
+
+
+@pytest.mark.parametrize("name, command", [
+    ("sender", [sys.executable, APP, "bulk", "--total", 3_000_000, "--chunk", 1500]),
+    ("threads", [sys.executable, PRELOAD_APP, "threads", "--threads", 4, "--count", 2000]),
+    ("fork", [sys.executable, PRELOAD_APP, "fork"]),
+    ("http", [sys.executable, PRELOAD_APP, "http", "--fetches", 2]),
+])
+def test_agrees_with_the_bpf_capture(magnet_read, library, tmp_path, name, command):  # noqa: F811
+    """The same run, recorded by both: the same connections (socket cookies),
+    the same calls and bytes on each."""
+    if name == "http":
+        require_tool("curl")
+    bpf, shim, _ = both_captures(tmp_path, name, command)
+    assert shim == bpf
+    assert len(shim) >= 2
+
+
+def test_sendfile_agrees_with_the_bpf_capture_in_bytes(magnet_read, library, tmp_path):  # noqa: F811
+    """sendfile() reaches the kernel's socket layer as one send per chunk it moves:
+    BPF records those, the shim the calls; the bytes agree."""
+    bpf, shim, app = both_captures(tmp_path, "sendfile",
+                                   [sys.executable, APP, "sendfile", "--total", 3_000_000])
+    client = app["client"]["cookie"]
+    assert shim[client]["sent"] == bpf[client]["sent"] == 3_000_000
+    assert shim[client]["sends"] == app["client"]["sends"] <= bpf[client]["sends"]
+    assert {k: v for k, v in shim.items() if k != client} == {k: v for k, v in bpf.items() if k != client}
