@@ -179,7 +179,7 @@ def bpf_only_options(args) -> str | None:
 def capture_preloaded(command: list[str], args) -> int:
     """Run `command` with the shim preloaded, merge its processes' records into the trace."""
     out = Path(args.output)
-    if not args.force and (out.is_symlink() or (out.exists() and out.stat().st_size > 0)):
+    if not args.force and out.is_file() and out.stat().st_size > 0:
         warn(f"capture: {out}: exists and is not empty (--force replaces it)")
         return 2
     try:
@@ -189,16 +189,19 @@ def capture_preloaded(command: list[str], args) -> int:
         warn(f"capture: {e}")
         return 2
     try:
-        status, elapsed = run_preloaded(command, spool)
+        with Signals() as signals:
+            status, elapsed = run_preloaded(command, spool, signals)
     except capture.CaptureError as e:
         spool.remove()
         warn(f"capture: {e}")
         return 2
     print_summary(Trace(args.output), elapsed)
+    if signals.got:
+        return 128 + signals.got
     return status if status >= 0 else 128 - status
 
 
-def run_preloaded(command: list[str], spool) -> tuple[int, float]:
+def run_preloaded(command: list[str], spool, signals: Signals) -> tuple[int, float]:
     """(exit status, seconds) of `command` run with the shim writing into `spool`,
     then merged into its trace."""
     env = spool.environment(preload.find_library())
@@ -207,7 +210,7 @@ def run_preloaded(command: list[str], spool) -> tuple[int, float]:
         proc = subprocess.Popen(command, env=env)
     except OSError as e:
         raise capture.CaptureError(f"{command[0]}: {e.strerror}") from None
-    status = wait_through_interrupts(proc)
+    status, _ = wait_for_command(proc, None, signals)
     elapsed = time.monotonic() - start
     try:
         spool.merge(command)
@@ -244,13 +247,14 @@ def run_captured(command: list[str], cgroup, args, binary,
     return (status if status >= 0 else 128 - status), elapsed, failure
 
 
-def wait_for_command(proc: subprocess.Popen, cap: capture.Capture,
+def wait_for_command(proc: subprocess.Popen, cap: capture.Capture | None,
                      signals: Signals) -> tuple[int, str | None]:
     """Wait for the command: (its status, why the capture stopped early or None).
 
     A Ctrl-C reaches the command directly and we keep waiting; SIGTERM or SIGHUP
     is passed on to it (then SIGKILL after GRACE_S). A capture that stops by
-    itself is reported at once; the command runs on, unrecorded."""
+    itself is reported at once; the command runs on, unrecorded.  (No `cap` for
+    the preload shim: it lives in the command.)"""
     failure, deadline = None, None
     while True:
         try:
@@ -264,7 +268,7 @@ def wait_for_command(proc: subprocess.Popen, cap: capture.Capture,
             deadline = time.monotonic() + GRACE_S
         elif deadline is not None and time.monotonic() > deadline:
             proc.kill()
-        if failure is None and cap.poll() is not None:
+        if failure is None and cap is not None and cap.poll() is not None:
             failure = reader_failure(cap)
             warn(f"capture: {failure}; {os.path.basename(proc.args[0])} runs on, unrecorded")
 

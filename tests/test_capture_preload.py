@@ -227,6 +227,16 @@ def test_bad_input(library, tmp_path):
     assert not out.exists()
 
 
+def test_an_existing_trace_is_kept_unless_forced(library, tmp_path):
+    out = tmp_path / "x.magnet"
+    out.write_bytes(b"an earlier capture")
+    assert_clean_error(run_magnet("capture", "--preload", "-o", out, "--", "true"),
+                       str(out), "--force")
+    assert out.read_bytes() == b"an earlier capture"
+    assert run_magnet("capture", "--preload", "--force", "-o", out, "--", "true").returncode == 0
+    assert magnetlib.open(out).meta
+
+
 @pytest.fixture
 def shared():
     """A directory anyone can write (tmp_path's parents may be closed to others)."""
