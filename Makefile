@@ -3,6 +3,7 @@
 #   make demo     capture, measure and replay (the headline study, a few minutes)
 #   make test     the whole test suite (root, BPF and ns-3 parts skip with a reason where missing)
 #   make bench    the benchmarks (minutes; figures on stdout)
+#   make fuzz     the fuzz tests of traces and pcaps at 100x their examples (about 10 minutes)
 #   make setup    only the set-up: Debian packages and the .venv virtualenv
 
 PYTHON ?= python3
@@ -16,7 +17,7 @@ APT_BUILD := gcc make
 APT_PCAP  := tcpdump ethtool iproute2
 APT_NS3   := g++
 
-.PHONY: all setup system-deps demo test bench header clean help ns3
+.PHONY: all setup system-deps demo test bench fuzz header clean help ns3
 
 all: help
 
@@ -70,6 +71,15 @@ demo: setup ns3
 
 test: setup ns3
 	$(PY) -m pytest -q
+
+# The fuzz tests of `make test` at 100x the examples (about 10 minutes), then
+# tcpdump's regression captures; MAGNET_FUZZ_EXAMPLES sets the count.
+FUZZ_EXAMPLES ?= 30000
+fuzz: setup
+	MAGNET_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider \
+		tests/test_trace.py::test_corruption_never_raises_anything_but_trace_error \
+		tests/test_pcap_reader.py::test_fuzzed_pcaps_never_crash \
+		tests/test_pcap_reader.py::test_tcpdump_corpus tests/test_pcap_reader.py::test_commands_on_hostile_captures
 
 bench: setup ns3
 	$(PY) -m magnet.experiments.bench_parse

@@ -16,6 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# Examples per fuzz test: a short run in `make test`, a long one in `make fuzz`.
+FUZZ_EXAMPLES = int(os.environ.get("MAGNET_FUZZ_EXAMPLES", "300"))
 
 
 def require(ok: bool, reason: str) -> None:

@@ -13,7 +13,7 @@ from magnetlib.pcap import Flag
 from magnetlib.pcap.fast import read_fast
 from magnetlib.pcap.writer import synthetic_packets, write_pcap
 
-from .conftest import assert_clean_error
+from .conftest import FUZZ_EXAMPLES, assert_clean_error
 from .pcapgen import T0, frames, write_classic, write_pcapng
 
 DATA = Path(__file__).parent / "data" / "tcpdump"
@@ -167,7 +167,7 @@ def test_pcapng_multi_interface(tmp_path, order, tsresol):
     assert all(np.array_equal(eth[n], cap.packets[: len(eth)][n]) for n in cols)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzzed_pcaps_never_crash(tmp_path_factory, data):
     base = data.draw(st.sampled_from(_fuzz_bases(tmp_path_factory)))

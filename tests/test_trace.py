@@ -11,6 +11,8 @@ from magnetlib import format as fmt
 from magnetlib.format import Clock, Event
 from magnetlib.meta import TraceMeta
 
+from .conftest import FUZZ_EXAMPLES
+
 DATA_EVENTS = [ev for ev in Event if ev not in (Event.SYSINFO, Event.META)]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -204,7 +206,7 @@ def test_missing_file():
         magnetlib.open("/nonexistent/x.magnet")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_corruption_never_raises_anything_but_trace_error(tmp_path, data):
     """Random byte flips, cuts and splices: every reader path fails cleanly or works."""
