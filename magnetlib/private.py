@@ -25,17 +25,32 @@ def touch(path: str | os.PathLike) -> None:
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, MODE))
 
 
+def fsync(path: str | os.PathLike) -> None:
+    """Flush a file's or a directory's contents (a rename) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextmanager
-def replacing(path: str | os.PathLike):
+def replacing(path: str | os.PathLike, durable: bool = False):
     """Yield a temporary path (mode 0600) next to `path` to write; it replaces
-    `path` in one rename when the block succeeds and is removed when it fails."""
+    `path` in one rename when the block succeeds and is removed when it fails.
+    Readers see the old file or the new one, never a partial one; `durable`
+    also survives a power cut (the file and the rename are flushed)."""
     path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(path)))
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     os.close(fd)
     try:
         yield tmp
+        if durable:
+            fsync(tmp)
         os.replace(tmp, path)
+        if durable:
+            fsync(directory)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

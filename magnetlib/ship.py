@@ -14,6 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from . import private
+
 REMOTE = re.compile(r"^(?P<host>[^/:]+):(?P<dir>.*)$")
 CHUNK = 1 << 20
 
@@ -69,21 +71,13 @@ class Shipper:
             if sha256(tmp) != digest:
                 raise ShipError(f"{tmp}: the copy differs from {path}")
             os.replace(tmp, final)
-            self._sync_dir(final.parent)
+            private.fsync(final.parent)
         except OSError as e:
             tmp.unlink(missing_ok=True)
             raise ShipError(f"{path} -> {final}: {e.strerror or e}") from None
         except ShipError:
             tmp.unlink(missing_ok=True)
             raise
-
-    @staticmethod
-    def _sync_dir(directory: Path) -> None:
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     # ----------------------------------------------------------- remote ---
     def _to_host(self, path: Path, digest: str) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 
 import magnetlib
 from magnetlib import demand as demand_mod
+from magnetlib import private
 from magnetlib import metrics
 
 Series = tuple[str, np.ndarray, np.ndarray]      # (label, absolute ns, bytes)
@@ -92,9 +93,8 @@ def csv_frame(table):
 
 def write_csv(table, path: str | os.PathLike) -> Path:
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    with private.replacing(path) as tmp:
+        table.to_csv(tmp, index=False)
     return path
 
 
@@ -210,10 +210,9 @@ def plot_modulation(series: list[Series], path: str | os.PathLike, at_s: float |
 def _save(fig, plt, path) -> Path:
     path = Path(path)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp" + path.suffix)
-    fig.savefig(tmp, dpi=110)
+    with private.replacing(path) as tmp:
+        fig.savefig(tmp, dpi=110, format=path.suffix.lstrip("."))
     plt.close(fig)
-    os.replace(tmp, path)
     return path
 
 

@@ -181,9 +181,9 @@ def commit(layout: Layout, staged: Path, trace_row) -> None:
     tmp.unlink(missing_ok=True)
     private.touch(tmp)
     pq.write_table(table, tmp)
-    _fsync(tmp)
+    private.fsync(tmp)
     os.replace(tmp, layout.traces_file)
-    _fsync(layout.traces_file.parent)
+    private.fsync(layout.traces_file.parent)
     place(layout, staged)
 
 
@@ -216,11 +216,3 @@ def cleanup(layout: Layout) -> int:
         path.unlink(missing_ok=True)
     layout.traces_file.with_suffix(".parquet.tmp").unlink(missing_ok=True)
     return removed + len(orphans)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -147,19 +147,12 @@ def export_tmix(layout: Layout, out: str, where: str | None = None, layer: str =
                             "not on UTC: their start times are not comparable with the others")
     vectors.sort(key=lambda v: (v[0], v[1].info["trace"], int(v[1].info["sockid"])))
     base = vectors[0][0] if vectors else 0
-    tmp = f"{out}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb", opener=private.opener) as f:
-            f.write(_tmix_preamble(layer, adu_gap_s).encode())
-            for i, (start, sc) in enumerate(vectors, start=1):
-                adus = demand_mod.adu_table(sc.demand, adu_gap_s)
-                f.write(_tmix_header(i, (start - base) // 1000, adus, sc.info, concurrent).encode())
-                f.write(_tmix_body(adus, concurrent))
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with private.replacing(out) as tmp, open(tmp, "wb") as f:
+        f.write(_tmix_preamble(layer, adu_gap_s).encode())
+        for i, (start, sc) in enumerate(vectors, start=1):
+            adus = demand_mod.adu_table(sc.demand, adu_gap_s)
+            f.write(_tmix_header(i, (start - base) // 1000, adus, sc.info, concurrent).encode())
+            f.write(_tmix_body(adus, concurrent))
     return result
 
 

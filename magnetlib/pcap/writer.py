@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 
 import numpy as np
 
+from .. import private
 from .columns import IPPROTO_TCP, LINK_ETHERNET, PACKET_DTYPE
 
 ETH_LEN, IP4_LEN, IP6_LEN, TCP_LEN, UDP_LEN = 14, 20, 40, 20, 8
@@ -126,15 +126,8 @@ def _scatter(out: np.ndarray, starts: np.ndarray, rows: np.ndarray, limit: np.nd
 
 
 def _write_atomic(path: str, data: np.ndarray) -> str:
-    fd, tmp = tempfile.mkstemp(prefix=".magnet-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.tobytes())           # mkstemp made it 0600 (magnetlib.private)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with private.replacing(path) as tmp, open(tmp, "wb") as f:
+        f.write(data.tobytes())
     return path
 
 
