@@ -158,7 +158,7 @@ def capture_vsftpd(work: Path, size: int) -> tuple[Demand | None, str | None]:
 def options(argv):
     p = common.parser("modmap", __doc__)
     p.add_argument("--engines", default=",".join(engines.ENGINES), help="ns-3, tcp or both (default both)")
-    p.add_argument("--settings", help=f"settings to run (default all; --quick: {','.join(QUICK_SETTINGS)})")
+    p.add_argument("--settings", help="settings to run (default all; --quick: %s)" % ",".join(QUICK_SETTINGS).replace("%", "%%"))
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="paper, variable, vsftpd (default all)")
     p.add_argument("--stacks", type=knobs.arg(knobs.positive_count), default=4, help="stacks per chain (default 4)")
     p.add_argument("--runs", type=knobs.arg(knobs.positive_count), default=1,
