@@ -8,6 +8,8 @@
 
 #define MAGNET_MAX_PORTS 8
 #define MAGNET_FLOWS 65536		/* connections DEV_RECV can attribute at once */
+#define MAGNET_FLOW_CACHE 4		/* per-CPU cache of DEV_RECV's flow lookups (a power of 2) */
+#define MAGNET_LISTENERS 4096		/* traced listening sockets at once */
 
 /* Programs, as indices of the per-program counters below. */
 enum magnet_prog {
