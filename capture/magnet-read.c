@@ -552,7 +552,9 @@ static void write_stats(struct capture *c)
 		info = prog_info(p);
 		fprintf(f, "%s\n    ", first ? "" : ",");
 		json_string(f, bpf_program__name(p->prog));
-		fprintf(f, ": {\"run_cnt\": %llu, \"run_time_ns\": %llu, \"recursion_misses\": %llu, "
+		fprintf(f, ": {\"attach\": ");
+		json_string(f, bpf_program__section_name(p->prog));
+		fprintf(f, ", \"run_cnt\": %llu, \"run_time_ns\": %llu, \"recursion_misses\": %llu, "
 			"\"group\": %d}", (unsigned long long)info.run_cnt,
 			(unsigned long long)info.run_time_ns,
 			(unsigned long long)info.recursion_misses, p->index);
