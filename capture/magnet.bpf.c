@@ -71,27 +71,31 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAGNET_FLOWS);
-	__type(key, struct magnet_flow);
-	__type(value, struct magnet_flow_sock);
+	__type(key, struct magnet_flow_key);
+	__type(value, __u64);		/* the connection's socket cookie */
 } flows SEC(".maps");
 
 /* DEV_RECV's per-CPU cache of recent `flows` entries: a hash lookup costs
  * about as much as recording an event, and consecutive packets on a CPU
- * mostly belong to the same few connections. An entry is valid while
- * flows_gen, bumped at every change of `flows`, has not moved. Only
- * magnet_dev_recv uses it, and the kernel never nests a program in itself
- * on one CPU, so an entry is never read half-written. */
-struct flow_cache_entry {
-	struct magnet_flow key;
-	struct magnet_flow_sock flow;
-	__u64 gen;			/* flows_gen when filled; 0 = empty */
+ * mostly belong to a few connections (both directions of a transfer often
+ * on the same CPU). An entry is valid while flows_gen, bumped at every change
+ * of `flows`, has not moved. Only magnet_dev_recv uses it, and the kernel
+ * never nests a program in itself on one CPU, so an entry is never read
+ * half-written. */
+struct flow_cache {
+	struct {
+		struct magnet_flow_key key;
+		__u64 cookie;
+		__u64 gen;		/* flows_gen when filled; 0 = empty */
+	} entry[MAGNET_FLOW_CACHE];
+	__u32 next;			/* the entry to replace next */
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MAGNET_FLOW_CACHE);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct flow_cache_entry);
+	__type(value, struct flow_cache);
 } flow_cache SEC(".maps");
 
 __u64 flows_gen = 1;
@@ -510,23 +514,34 @@ static __always_inline bool is_tcp(struct sock *sk)
 }
 
 /* A traced connection's flow (receive orientation: the destination port is
- * its local port). */
-static __always_inline void save_flow(const struct magnet_flow *key, __u64 cookie, __u64 netns)
+ * its local port) in its network namespace. */
+static __always_inline void save_flow(const struct magnet_flow *flow, __u64 cookie, __u64 netns)
 {
-	struct magnet_flow_sock v = { cookie, netns };
-	__u16 port = bpf_ntohs(key->dport);
+	struct magnet_flow_key key = { *flow, 0, netns };
+	__u16 port = bpf_ntohs(flow->dport);
 
-	bpf_map_update_elem(&flows, key, &v, BPF_ANY);
+	bpf_map_update_elem(&flows, &key, &cookie, BPF_ANY);
 	__sync_fetch_and_or(&traced_ports[port / 64], 1ull << (port % 64));
 	__sync_fetch_and_add(&flows_gen, 1);
 }
 
 /* A connection this capture does not trace: an entry a traced connection
  * left under the same addresses and ports must not claim its packets. */
-static __always_inline void forget_flow(const struct magnet_flow *key)
+static __always_inline void forget_flow(const struct magnet_flow *flow, __u64 netns)
 {
-	if (bpf_map_delete_elem(&flows, key) == 0)
+	struct magnet_flow_key key = { *flow, 0, netns };
+
+	if (bpf_map_delete_elem(&flows, &key) == 0)
 		__sync_fetch_and_add(&flows_gen, 1);
+}
+
+/* The cookie of the traced connection of a flow, or 0. */
+static __always_inline __u64 flow_cookie(const struct magnet_flow *flow, __u64 netns)
+{
+	struct magnet_flow_key key = { *flow, 0, netns };
+	__u64 *cookie = bpf_map_lookup_elem(&flows, &key);
+
+	return cookie ? *cookie : 0;
 }
 
 static __always_inline bool port_traced(__be16 port_be)
@@ -536,39 +551,38 @@ static __always_inline bool port_traced(__be16 port_be)
 	return traced_ports[port / 64] & (1ull << (port % 64));
 }
 
-static __always_inline bool same_flow(const struct magnet_flow *a, const struct magnet_flow *b)
+/* Ports first: they are what differs between a host's connections. */
+static __always_inline bool same_flow(const struct magnet_flow_key *a, const struct magnet_flow *b,
+				      __u64 netns)
 {
-	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+	const __u64 *x = (const __u64 *)&a->flow, *y = (const __u64 *)b;
 
-	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] &&
-	       a->sport == b->sport && a->dport == b->dport;
+	return a->flow.sport == b->sport && a->flow.dport == b->dport && a->netns == netns &&
+	       x[3] == y[3] && x[1] == y[1] && x[2] == y[2] && x[0] == y[0];
 }
 
-/* The traced connection a received packet belongs to (DEV_RECV only: see
- * flow_cache). */
-static __always_inline bool find_flow(const struct magnet_flow *key, struct magnet_flow_sock *out)
+/* The cookie of the traced connection a received packet belongs to, or 0
+ * (DEV_RECV only: see flow_cache). */
+static __always_inline __u64 find_flow(const struct magnet_flow *flow, __u64 netns)
 {
-	__u32 slot = (key->sport ^ key->dport) & (MAGNET_FLOW_CACHE - 1);
-	struct flow_cache_entry *c = bpf_map_lookup_elem(&flow_cache, &slot);
-	struct magnet_flow_sock *found;
-	__u64 gen = READ_ONCE(flows_gen);
+	__u32 zero = 0, i;
+	struct flow_cache *c = bpf_map_lookup_elem(&flow_cache, &zero);
+	__u64 gen = READ_ONCE(flows_gen), cookie;
 
-	if (!port_traced(key->dport))
-		return false;
-	if (c && c->gen == gen && same_flow(&c->key, key)) {
-		*out = c->flow;
-		return true;
+	if (!port_traced(flow->dport) || !c)
+		return 0;
+#pragma unroll
+	for (i = 0; i < MAGNET_FLOW_CACHE; i++)
+		if (c->entry[i].gen == gen && same_flow(&c->entry[i].key, flow, netns))
+			return c->entry[i].cookie;
+	cookie = flow_cookie(flow, netns);
+	if (cookie) {
+		i = c->next++ & (MAGNET_FLOW_CACHE - 1);
+		c->entry[i].key = (struct magnet_flow_key){ *flow, 0, netns };
+		c->entry[i].cookie = cookie;
+		c->entry[i].gen = gen;
 	}
-	found = bpf_map_lookup_elem(&flows, key);
-	if (!found)
-		return false;
-	*out = *found;
-	if (c) {
-		c->key = *key;
-		c->flow = *out;
-		c->gen = gen;
-	}
-	return true;
+	return cookie;
 }
 
 /* The receive-orientation flow of a kernel socket. */
@@ -594,6 +608,7 @@ static __always_inline bool traced_sk(struct sock *sk, bool task)
 {
 	struct magnet_sock *s = bpf_sk_storage_get(&socks, sk, 0, 0);
 	struct magnet_flow f = {};
+	__u64 netns;
 	bool ok;
 
 	if (s && s->verdict)
@@ -611,10 +626,11 @@ static __always_inline bool traced_sk(struct sock *sk, bool task)
 	if (sk->__sk_common.skc_state == BPF_TCP_LISTEN)
 		return ok;
 	flow_of_sk(&f, sk);
+	netns = sk->__sk_common.skc_net.net->net_cookie;
 	if (ok)
-		save_flow(&f, bpf_get_socket_cookie(sk), sk->__sk_common.skc_net.net->net_cookie);
+		save_flow(&f, bpf_get_socket_cookie(sk), netns);
 	else
-		forget_flow(&f);
+		forget_flow(&f, netns);
 	return ok;
 }
 
@@ -667,18 +683,22 @@ int BPF_PROG(magnet_sock_recv, struct sock *sk, int ret, int flags)
  * have asked for them, so each one checks this capture's own verdict. */
 static __always_inline void ops_flow(struct magnet_flow *f, struct bpf_sock_ops *skops)
 {
-	__u32 a[4];
+	/* Every field read unconditionally, at its own offset: clang would
+	 * otherwise merge the IPv4 and IPv6 reads into one load from a computed
+	 * context address, which the verifier refuses. */
+	__u32 remote[4] = { skops->remote_ip6[0], skops->remote_ip6[1], skops->remote_ip6[2],
+			    skops->remote_ip6[3] };
+	__u32 local[4] = { skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2],
+			   skops->local_ip6[3] };
+	__u32 remote4 = skops->remote_ip4, local4 = skops->local_ip4;
 
+	asm volatile("" ::: "memory");
 	if (skops->family == AF_INET6) {
-		a[0] = skops->remote_ip6[0]; a[1] = skops->remote_ip6[1];
-		a[2] = skops->remote_ip6[2]; a[3] = skops->remote_ip6[3];
-		__builtin_memcpy(f->saddr, a, 16);
-		a[0] = skops->local_ip6[0]; a[1] = skops->local_ip6[1];
-		a[2] = skops->local_ip6[2]; a[3] = skops->local_ip6[3];
-		__builtin_memcpy(f->daddr, a, 16);
+		__builtin_memcpy(f->saddr, remote, 16);
+		__builtin_memcpy(f->daddr, local, 16);
 	} else {
-		set_v4(f->saddr, skops->remote_ip4);
-		set_v4(f->daddr, skops->local_ip4);
+		set_v4(f->saddr, remote4);
+		set_v4(f->daddr, local4);
 	}
 	f->sport = bpf_htons((__u16)bpf_ntohl(skops->remote_port));
 	f->dport = bpf_htons(skops->local_port);
@@ -711,7 +731,7 @@ static __always_inline int ops_verdict(struct bpf_sock_ops *skops, bool task)
 	} else if (skops->op != BPF_SOCK_OPS_TCP_LISTEN_CB) {
 		s->verdict = MAGNET_IGNORED;	/* a listener's children decide for themselves */
 		ops_flow(&f, skops);
-		forget_flow(&f);
+		forget_flow(&f, bpf_get_netns_cookie(skops));
 	}
 	return s->verdict;
 }
@@ -1054,7 +1074,7 @@ static __always_inline void decided_flow(struct __sk_buff *skb, const struct pkt
 	if (traced)
 		save_flow(&f, bpf_get_socket_cookie(skb), bpf_get_netns_cookie(skb));
 	else
-		forget_flow(&f);
+		forget_flow(&f, bpf_get_netns_cookie(skb));
 }
 
 /* Segments TCP sent without its sockops callback running (options filling
@@ -1098,20 +1118,17 @@ static __always_inline int tcp_send_missed(struct __sk_buff *skb, struct bpf_soc
 }
 
 /* The cookie of the connection a listener's handshake packet belongs to. */
-static __always_inline bool handshake_cookie(const struct pkt *p, bool recv, __u64 *cookie)
+static __always_inline bool handshake_cookie(struct __sk_buff *skb, const struct pkt *p, bool recv,
+					     __u64 *cookie)
 {
-	struct magnet_flow key;
-	struct magnet_flow_sock *found;
+	struct magnet_flow f;
 
 	if (recv)
-		__builtin_memcpy(&key, &p->flow, sizeof(key));
+		__builtin_memcpy(&f, &p->flow, sizeof(f));
 	else
-		reverse_flow(&key, &p->flow);
-	found = bpf_map_lookup_elem(&flows, &key);
-	if (!found)
-		return false;
-	*cookie = found->cookie;
-	return true;
+		reverse_flow(&f, &p->flow);
+	*cookie = flow_cookie(&f, bpf_get_netns_cookie(skb));
+	return *cookie != 0;
 }
 
 static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
@@ -1146,7 +1163,7 @@ static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
 		cookie = bpf_get_socket_cookie(skb);
 		if (gap)
 			events = tcp_send_missed(skb, full, s, &p, cookie, gap);
-	} else if (!WANT(bit) || !parse_packet(&p, skb) || !handshake_cookie(&p, recv, &cookie)) {
+	} else if (!WANT(bit) || !parse_packet(&p, skb) || !handshake_cookie(skb, &p, recv, &cookie)) {
 		goto skipped;
 	}
 	if (!WANT(bit)) {
@@ -1208,8 +1225,7 @@ static __always_inline bool dev_send_cookie(const struct sk_buff *skb, struct so
 {
 	__u64 netns = skb->dev->nd_net.net->net_cookie;
 	__u8 state = sk->__sk_common.skc_state;
-	struct magnet_flow_sock *found;
-	struct magnet_flow key;
+	struct magnet_flow f;
 	struct magnet_sock *s;
 
 	if (state != BPF_TCP_TIME_WAIT && state != BPF_TCP_NEW_SYN_RECV && is_tcp(sk)) {
@@ -1225,12 +1241,9 @@ static __always_inline bool dev_send_cookie(const struct sk_buff *skb, struct so
 	*parsed = true;
 	if (!parse_sent(p, skb))
 		return false;
-	reverse_flow(&key, &p->flow);
-	found = bpf_map_lookup_elem(&flows, &key);
-	if (!found || found->netns != netns)
-		return false;
-	*cookie = found->cookie;
-	return true;
+	reverse_flow(&f, &p->flow);
+	*cookie = flow_cookie(&f, netns);
+	return *cookie != 0;
 }
 
 SEC("tp_btf/net_dev_start_xmit")
@@ -1267,16 +1280,16 @@ int BPF_PROG(magnet_dev_send, const struct sk_buff *skb, const struct net_device
 }
 
 /* No socket yet: the flow map (through flow_cache) says whether the packet's
- * connection is traced. */
+ * connection, in the device's network namespace, is traced. */
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(magnet_dev_recv, struct sk_buff *skb)
 {
-	struct magnet_flow_sock flow;
 	struct magnet_record *r;
 	struct pkt p = {};
+	__u64 cookie;
 
-	if (!parse_kernel_skb(&p, skb, skb->data - skb->head, 0, skb->len) || !find_flow(&p.flow, &flow) ||
-	    flow.netns != skb->dev->nd_net.net->net_cookie)
+	if (!parse_kernel_skb(&p, skb, skb->data - skb->head, 0, skb->len) ||
+	    !(cookie = find_flow(&p.flow, skb->dev->nd_net.net->net_cookie)))
 		return skip(MAGNET_PROG_DEV_RECV);
 	r = begin(MAGNET_BIT_DEV_RECV, MAGNET_DEV_RECV);
 	if (!r)
@@ -1286,7 +1299,7 @@ int BPF_PROG(magnet_dev_recv, struct sk_buff *skb)
 		fill_pkt(&r->ext, &p);
 		fill_gso_skb(&r->ext, skb);
 	}
-	finish(r, flow.cookie, p.payload);
+	finish(r, cookie, p.payload);
 	return 0;
 }
 

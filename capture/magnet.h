@@ -71,11 +71,12 @@ struct magnet_flow {
 	__u16 dport;
 };
 
-/* Its socket: the cookie, and the network namespace it lives in (devices of
- * other namespaces that forward its packets do not count). */
-struct magnet_flow_sock {
-	__u64 cookie;
-	__u64 netns;
+/* A connection in the flow table: its flow in its network namespace (the
+ * same addresses and ports may be in use in another namespace). */
+struct magnet_flow_key {
+	struct magnet_flow flow;
+	__u32 zero;			/* padding, hashed with the key */
+	__u64 netns;			/* network namespace cookie */
 };
 
 #endif /* MAGNET_H */
