@@ -241,7 +241,8 @@ def programs(runs: pd.DataFrame) -> pd.DataFrame:
                 acc[0] += p["run_cnt"]
                 acc[1] += p["run_time_ns"]
         all_ns = sum(ns for _, ns in totals.values())
-        rows += [{"case": case, "program": name, "attach": part.programs.iloc[0][name]["attach"],
+        attach = {name: p.get("attach", "") for stats in part.programs for name, p in stats.items()}
+        rows += [{"case": case, "program": name, "attach": attach[name],  # older builds do not say
                   "runs": count, "ns_per_run": ns / count if count else None,
                   "share_pct": 100.0 * ns / all_ns if all_ns else 0.0}
                  for name, (count, ns) in totals.items()]
