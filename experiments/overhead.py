@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -107,7 +108,7 @@ def figure(table: pd.DataFrame):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5), layout="constrained")
     x = np.arange(len(SHOWN))
     series = [(f"today, {rate}", table[table.load == rate].set_index("configuration"), "")
               for rate in table.load.unique()]
@@ -126,10 +127,11 @@ def figure(table: pd.DataFrame):
             ax.bar(x + (k - (len(series) - 1) / 2) * width, values, width, label=label,
                    hatch="//" if speed else None, alpha=0.6 if speed else 1.0)
         ax.axhline(0, color="black", linewidth=0.6)
-        ax.set_xticks(x, [c.replace(", ", ",\n").replace("/", "\n") for c in SHOWN], fontsize=8)
+        ax.set_xticks(x, [textwrap.fill(c.replace("/", " "), 11) for c in SHOWN], fontsize=8)
         ax.set_title(title)
-    axes[0].legend(fontsize=8)
     fig.suptitle("The cost of capturing: magnet-read (BPF) vs tcpdump, against no capture")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8)
     return fig
 
 
