@@ -89,6 +89,8 @@ bench: setup ns3
 	$(PY) -m magnet.experiments.bench_preload
 	@if [ "$$(id -u)" = 0 ]; then $(PY) -m magnet.experiments.bench_linkem; \
 	else echo "bench: bench_linkem needs root (TUN devices, namespaces): skipped" >&2; fi
+	@if [ "$$(id -u)" = 0 ]; then $(PY) -m magnet.experiments.bench_capture_cost; \
+	else echo "bench: bench_capture_cost needs root (BPF, namespaces): skipped" >&2; fi
 
 # Regenerate the C header from the format description.
 header: $(STAMP)

@@ -220,6 +220,7 @@ static void fill_header(struct capture *c)
 
 /* ------------------------------------------------------------ programs --- */
 
+#define SOCK_EVENTS (MAGNET_BIT_SOCK_SEND | MAGNET_BIT_SOCK_RECV)
 #define NET_EVENTS (MAGNET_BIT_SOCK_SEND | MAGNET_BIT_SOCK_RECV | MAGNET_BIT_TCP_SEND | \
 		    MAGNET_BIT_TCP_RECV | MAGNET_BIT_TCP_RETRANS | MAGNET_BIT_IP_SEND | \
 		    MAGNET_BIT_IP_RECV | MAGNET_BIT_DEV_SEND | MAGNET_BIT_DEV_RECV)
@@ -242,8 +243,10 @@ static void list_programs(struct capture *c)
 
 	add_prog(c, s->progs.magnet_sock_send, MAGNET_PROG_SOCK_SEND, MAGNET_BIT_SOCK_SEND, false);
 	add_prog(c, s->progs.magnet_sock_recv, MAGNET_PROG_SOCK_RECV, MAGNET_BIT_SOCK_RECV, false);
-	/* sockops decides on new connections and remembers their flows: always there. */
-	add_prog(c, s->progs.magnet_sockops, MAGNET_PROG_SOCKOPS, NET_EVENTS, true);
+	/* sockops decides on new connections (the pid filter needs it there), remembers
+	 * their flows and asks for the per-segment callbacks: every layer below the
+	 * socket's needs it; the socket layer decides for itself. */
+	add_prog(c, s->progs.magnet_sockops, MAGNET_PROG_SOCKOPS, NET_EVENTS & ~SOCK_EVENTS, true);
 	add_prog(c, s->progs.magnet_tcp_probe, MAGNET_PROG_TCP_PROBE, MAGNET_BIT_TCP_RECV, false);
 	/* IP egress also finds the segments sockops did not see (TCP_SEND). */
 	add_prog(c, s->progs.magnet_ip_send, MAGNET_PROG_IP_EGRESS, MAGNET_BIT_IP_SEND |
@@ -579,7 +582,9 @@ static void write_stats(struct capture *c)
 		info = prog_info(p);
 		fprintf(f, "%s\n    ", first ? "" : ",");
 		json_string(f, bpf_program__name(p->prog));
-		fprintf(f, ": {\"run_cnt\": %llu, \"run_time_ns\": %llu, \"recursion_misses\": %llu, "
+		fprintf(f, ": {\"attach\": ");
+		json_string(f, bpf_program__section_name(p->prog));
+		fprintf(f, ", \"run_cnt\": %llu, \"run_time_ns\": %llu, \"recursion_misses\": %llu, "
 			"\"group\": %d}", (unsigned long long)info.run_cnt,
 			(unsigned long long)info.run_time_ns,
 			(unsigned long long)info.recursion_misses, p->index);

@@ -66,12 +66,52 @@ struct {
 	__type(value, struct magnet_sock);
 } socks SEC(".maps");
 
+/* Traced connections by flow, for the programs that see a packet without its
+ * socket (DEV_RECV, and handshake packets of request and timewait sockets). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAGNET_FLOWS);
-	__type(key, struct magnet_flow);
-	__type(value, struct magnet_flow_sock);
+	__type(key, struct magnet_flow_key);
+	__type(value, __u64);		/* the connection's socket cookie */
 } flows SEC(".maps");
+
+/* DEV_RECV's per-CPU cache of recent `flows` entries: a hash lookup costs
+ * about as much as recording an event, and consecutive packets on a CPU
+ * mostly belong to a few connections (both directions of a transfer often
+ * on the same CPU). An entry is valid while flows_gen, bumped at every change
+ * of `flows`, has not moved. Only magnet_dev_recv uses it, and the kernel
+ * never nests a program in itself on one CPU, so an entry is never read
+ * half-written. */
+struct flow_cache {
+	struct {
+		struct magnet_flow_key key;
+		__u64 cookie;
+		__u64 gen;		/* flows_gen when filled; 0 = empty */
+	} entry[MAGNET_FLOW_CACHE];
+	__u32 next;			/* the entry to replace next */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct flow_cache);
+} flow_cache SEC(".maps");
+
+__u64 flows_gen = 1;
+
+/* Listeners this capture traces, by socket cookie (see ops_request_traced). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAGNET_LISTENERS);
+	__type(key, __u64);
+	__type(value, bool);
+} listeners SEC(".maps");
+
+/* Local ports of traced connections, one bit each: a packet for any other
+ * port is not traced, known without a hash lookup. Bits are never cleared
+ * (a stale one only costs the lookup). */
+__u64 traced_ports[65536 / 64];
 
 #define WANT(bit) (cfg.event_mask & (bit))
 #define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
@@ -473,11 +513,76 @@ static __always_inline bool is_tcp(struct sock *sk)
 	       (sk->__sk_common.skc_family == AF_INET || sk->__sk_common.skc_family == AF_INET6);
 }
 
-static __always_inline void save_flow(const struct magnet_flow *key, __u64 cookie, __u64 netns)
+/* A traced connection's flow (receive orientation: the destination port is
+ * its local port) in its network namespace. */
+static __always_inline void save_flow(const struct magnet_flow *flow, __u64 cookie, __u64 netns)
 {
-	struct magnet_flow_sock v = { cookie, netns };
+	struct magnet_flow_key key = { *flow, 0, netns };
+	__u16 port = bpf_ntohs(flow->dport);
 
-	bpf_map_update_elem(&flows, key, &v, BPF_ANY);
+	bpf_map_update_elem(&flows, &key, &cookie, BPF_ANY);
+	__sync_fetch_and_or(&traced_ports[port / 64], 1ull << (port % 64));
+	__sync_fetch_and_add(&flows_gen, 1);
+}
+
+/* A connection this capture does not trace: an entry a traced connection
+ * left under the same addresses and ports must not claim its packets. */
+static __always_inline void forget_flow(const struct magnet_flow *flow, __u64 netns)
+{
+	struct magnet_flow_key key = { *flow, 0, netns };
+
+	if (bpf_map_delete_elem(&flows, &key) == 0)
+		__sync_fetch_and_add(&flows_gen, 1);
+}
+
+/* The cookie of the traced connection of a flow, or 0. */
+static __always_inline __u64 flow_cookie(const struct magnet_flow *flow, __u64 netns)
+{
+	struct magnet_flow_key key = { *flow, 0, netns };
+	__u64 *cookie = bpf_map_lookup_elem(&flows, &key);
+
+	return cookie ? *cookie : 0;
+}
+
+static __always_inline bool port_traced(__be16 port_be)
+{
+	__u16 port = bpf_ntohs(port_be);
+
+	return traced_ports[port / 64] & (1ull << (port % 64));
+}
+
+/* Ports first: they are what differs between a host's connections. */
+static __always_inline bool same_flow(const struct magnet_flow_key *a, const struct magnet_flow *b,
+				      __u64 netns)
+{
+	const __u64 *x = (const __u64 *)&a->flow, *y = (const __u64 *)b;
+
+	return a->flow.sport == b->sport && a->flow.dport == b->dport && a->netns == netns &&
+	       x[3] == y[3] && x[1] == y[1] && x[2] == y[2] && x[0] == y[0];
+}
+
+/* The cookie of the traced connection a received packet belongs to, or 0
+ * (DEV_RECV only: see flow_cache). */
+static __always_inline __u64 find_flow(const struct magnet_flow *flow, __u64 netns)
+{
+	__u32 zero = 0, i;
+	struct flow_cache *c = bpf_map_lookup_elem(&flow_cache, &zero);
+	__u64 gen = READ_ONCE(flows_gen), cookie;
+
+	if (!port_traced(flow->dport) || !c)
+		return 0;
+#pragma unroll
+	for (i = 0; i < MAGNET_FLOW_CACHE; i++)
+		if (c->entry[i].gen == gen && same_flow(&c->entry[i].key, flow, netns))
+			return c->entry[i].cookie;
+	cookie = flow_cookie(flow, netns);
+	if (cookie) {
+		i = c->next++ & (MAGNET_FLOW_CACHE - 1);
+		c->entry[i].key = (struct magnet_flow_key){ *flow, 0, netns };
+		c->entry[i].cookie = cookie;
+		c->entry[i].gen = gen;
+	}
+	return cookie;
 }
 
 /* The receive-orientation flow of a kernel socket. */
@@ -503,6 +608,7 @@ static __always_inline bool traced_sk(struct sock *sk, bool task)
 {
 	struct magnet_sock *s = bpf_sk_storage_get(&socks, sk, 0, 0);
 	struct magnet_flow f = {};
+	__u64 netns;
 	bool ok;
 
 	if (s && s->verdict)
@@ -517,10 +623,14 @@ static __always_inline bool traced_sk(struct sock *sk, bool task)
 	if (!s)
 		return false;
 	s->verdict = ok ? MAGNET_TRACED : MAGNET_IGNORED;
-	if (ok && sk->__sk_common.skc_state != BPF_TCP_LISTEN) {
-		flow_of_sk(&f, sk);
-		save_flow(&f, bpf_get_socket_cookie(sk), sk->__sk_common.skc_net.net->net_cookie);
-	}
+	if (sk->__sk_common.skc_state == BPF_TCP_LISTEN)
+		return ok;
+	flow_of_sk(&f, sk);
+	netns = sk->__sk_common.skc_net.net->net_cookie;
+	if (ok)
+		save_flow(&f, bpf_get_socket_cookie(sk), netns);
+	else
+		forget_flow(&f, netns);
 	return ok;
 }
 
@@ -568,10 +678,36 @@ int BPF_PROG(magnet_sock_recv, struct sock *sk, int ret, int flags)
 
 /* sockops sees a socket's life: it decides the verdict on new connections
  * (it runs only for sockets of the traced cgroup), remembers their flow for
- * DEV_RECV, and asks for the per-segment callbacks. */
+ * DEV_RECV, and asks for the per-segment callbacks. Those callbacks are the
+ * socket's, not this capture's: another capture (or any sockops program) may
+ * have asked for them, so each one checks this capture's own verdict. */
+static __always_inline void ops_flow(struct magnet_flow *f, struct bpf_sock_ops *skops)
+{
+	/* Every field read unconditionally, at its own offset: clang would
+	 * otherwise merge the IPv4 and IPv6 reads into one load from a computed
+	 * context address, which the verifier refuses. */
+	__u32 remote[4] = { skops->remote_ip6[0], skops->remote_ip6[1], skops->remote_ip6[2],
+			    skops->remote_ip6[3] };
+	__u32 local[4] = { skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2],
+			   skops->local_ip6[3] };
+	__u32 remote4 = skops->remote_ip4, local4 = skops->local_ip4;
+
+	asm volatile("" ::: "memory");
+	if (skops->family == AF_INET6) {
+		__builtin_memcpy(f->saddr, remote, 16);
+		__builtin_memcpy(f->daddr, local, 16);
+	} else {
+		set_v4(f->saddr, remote4);
+		set_v4(f->daddr, local4);
+	}
+	f->sport = bpf_htons((__u16)bpf_ntohl(skops->remote_port));
+	f->dport = bpf_htons(skops->local_port);
+}
+
 static __always_inline int ops_verdict(struct bpf_sock_ops *skops, bool task)
 {
 	struct bpf_sock *sk = skops->sk;
+	struct magnet_flow f = {};
 	struct magnet_sock *s;
 	bool ok;
 
@@ -585,51 +721,88 @@ static __always_inline int ops_verdict(struct bpf_sock_ops *skops, bool task)
 	if (cfg.pid && !task)
 		return MAGNET_UNDECIDED;
 	ok = pid_ok() && port_ok(skops->local_port, bpf_ntohl(skops->remote_port));
-	if (ok)
+	if (ok) {
 		s->verdict = MAGNET_TRACED;
-	else if (skops->op != BPF_SOCK_OPS_TCP_LISTEN_CB)
+		if (skops->op == BPF_SOCK_OPS_TCP_LISTEN_CB) {
+			__u64 cookie = bpf_get_socket_cookie(skops);
+
+			bpf_map_update_elem(&listeners, &cookie, &ok, BPF_ANY);
+		}
+	} else if (skops->op != BPF_SOCK_OPS_TCP_LISTEN_CB) {
 		s->verdict = MAGNET_IGNORED;	/* a listener's children decide for themselves */
+		ops_flow(&f, skops);
+		forget_flow(&f, bpf_get_netns_cookie(skops));
+	}
 	return s->verdict;
 }
 
-static __always_inline void ops_flow(struct magnet_flow *f, struct bpf_sock_ops *skops)
+/* This capture's verdict on the full socket of a callback (not deciding it). */
+static __always_inline struct magnet_sock *ops_traced(struct bpf_sock_ops *skops)
 {
-	__u32 a[4];
+	struct bpf_sock *sk = skops->sk;
+	struct magnet_sock *s;
 
-	if (skops->family == AF_INET6) {
-		a[0] = skops->remote_ip6[0]; a[1] = skops->remote_ip6[1];
-		a[2] = skops->remote_ip6[2]; a[3] = skops->remote_ip6[3];
-		__builtin_memcpy(f->saddr, a, 16);
-		a[0] = skops->local_ip6[0]; a[1] = skops->local_ip6[1];
-		a[2] = skops->local_ip6[2]; a[3] = skops->local_ip6[3];
-		__builtin_memcpy(f->daddr, a, 16);
-	} else {
-		set_v4(f->saddr, skops->remote_ip4);
-		set_v4(f->daddr, skops->local_ip4);
-	}
-	f->sport = bpf_htons((__u16)bpf_ntohl(skops->remote_port));
-	f->dport = bpf_htons(skops->local_port);
+	if (!skops->is_fullsock || !sk)
+		return NULL;
+	s = bpf_sk_storage_get(&socks, sk, 0, 0);
+	return s && s->verdict == MAGNET_TRACED ? s : NULL;
 }
 
+/* A SYN-ACK is sent by a request socket, which has no storage of its own:
+ * it is traced if its listener is. No helper takes the listener there, but
+ * its address can be read, and through it the listener's cookie. */
+static __always_inline bool ops_request_traced(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock_ops_kern *k = bpf_cast_to_kern_ctx(skops);
+	struct tcp_request_sock *req = bpf_skc_to_tcp_request_sock(k->sk);
+	__u64 listener, cookie = 0;
+
+	if (!req)
+		return false;
+	listener = (__u64)req->req.req.__req_common.skc_listener;
+	if (!listener || bpf_probe_read_kernel(&cookie, sizeof(cookie), (void *)listener +
+			bpf_core_field_offset(struct sock, __sk_common.skc_cookie)))
+		return false;
+	return bpf_map_lookup_elem(&listeners, &cookie) != NULL;
+}
+
+/* The per-segment callbacks the recorded events need: header-option writing
+ * for every segment sent (TCP_SEND, TCP_RETRANS); for TCP_RECV, state changes,
+ * then header-option parsing once the connection leaves ESTABLISHED (there
+ * tcp_probe records every segment, the fast path included, and parsing would
+ * only add a run per slow-path segment). */
 static __always_inline void ops_trace(struct bpf_sock_ops *skops)
 {
 	struct magnet_flow f = {};
-	int flags = 0;
+	int flags = skops->bpf_sock_ops_cb_flags;
 
 	if (WANT(MAGNET_BIT_TCP_SEND | MAGNET_BIT_TCP_RETRANS))
 		flags |= BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
 	if (WANT(MAGNET_BIT_TCP_RECV))
-		flags |= BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG;
-	if (flags)
-		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | flags);
+		flags |= BPF_SOCK_OPS_STATE_CB_FLAG;
+	if (flags != skops->bpf_sock_ops_cb_flags)
+		bpf_sock_ops_cb_flags_set(skops, flags);
 	if (skops->op != BPF_SOCK_OPS_TCP_LISTEN_CB) {
 		ops_flow(&f, skops);
 		save_flow(&f, bpf_get_socket_cookie(skops), bpf_get_netns_cookie(skops));
 	}
 }
 
+/* A traced connection leaves ESTABLISHED: its segments now reach TCP's
+ * slow path only, where the header-option parsing callback sees them. */
+static __always_inline void ops_state(struct bpf_sock_ops *skops)
+{
+	__u32 state = skops->args[1];
+
+	if (state == BPF_TCP_ESTABLISHED || state == BPF_TCP_CLOSE || !WANT(MAGNET_BIT_TCP_RECV) ||
+	    !ops_traced(skops))
+		return;
+	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+				  BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
+}
+
 /* TCP_RECV of a segment given to a sockops callback (skb_data..skb_data_end
- * spans its TCP header). */
+ * spans its TCP header), on a traced connection. */
 static __always_inline void ops_recv(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock_ops_kern *k = bpf_cast_to_kern_ctx(skops);
@@ -676,27 +849,27 @@ static __always_inline bool resent(struct magnet_sock *s, __u32 seq, __u32 end, 
 	return again;
 }
 
-/* TCP_SEND or TCP_RETRANS of the segment TCP is about to transmit. The
- * callback does not run when the segment's options fill the header (e.g.
- * an ACK with three SACK blocks): IP egress records those (tcp_send_gap). */
-static __always_inline void ops_send(struct bpf_sock_ops *skops)
+/* TCP_SEND or TCP_RETRANS of the segment TCP is about to transmit, from a
+ * traced connection (`s`) or a traced listener's request socket (a SYN-ACK,
+ * `s` NULL). The callback does not run when the segment's options fill the
+ * header (e.g. an ACK with three SACK blocks): IP egress records those
+ * (tcp_send_gap). */
+static __always_inline void ops_send(struct bpf_sock_ops *skops, struct magnet_sock *s)
 {
 	struct bpf_sock_ops_kern *k = bpf_cast_to_kern_ctx(skops);
 	struct sk_buff *skb = k->skb;
 	struct bpf_sock *sk = skops->sk;
-	struct magnet_sock *s;
 	struct tcp_skb_cb *cb;
 	struct magnet_record *r;
 	__u32 seq, bit = MAGNET_BIT_TCP_SEND, event = MAGNET_TCP_SEND;
 	__u8 flags = skops->skb_tcp_flags;
 
-	if (!skb || (skops->args[0] & BPF_WRITE_HDR_TCP_CURRENT_MSS)) {
-		skip(MAGNET_PROG_SOCKOPS);	/* TCP sizing its segments, nothing sent */
+	if (!skb) {
+		skip(MAGNET_PROG_SOCKOPS);
 		return;
 	}
 	cb = (struct tcp_skb_cb *)skb->cb;
 	seq = cb->seq;
-	s = skops->is_fullsock && sk ? bpf_sk_storage_get(&socks, sk, 0, 0) : NULL;
 	if (s && resent(s, seq, cb->end_seq, skops->skb_len || (flags & (TCPHDR_SYN | TCPHDR_FIN)),
 			cb->tcp_gso_segs ? cb->tcp_gso_segs : 1)) {
 		bit = MAGNET_BIT_TCP_RETRANS;
@@ -716,7 +889,7 @@ static __always_inline void ops_send(struct bpf_sock_ops *skops)
 		r->ext.seq = seq;
 		r->ext.tcp_flags = flags;
 		fill_gso(&r->ext, cb->tcp_gso_segs, cb->tcp_gso_size);
-		if (skops->is_fullsock && sk) {
+		if (s && sk) {
 			struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
 
 			fill_tcp_state(&r->ext, tp);
@@ -733,11 +906,38 @@ static __always_inline void ops_send(struct bpf_sock_ops *skops)
 	finish(r, bpf_get_socket_cookie(skops), skops->skb_len);
 }
 
+/* The header-option length callback: a segment is about to be sent, or TCP
+ * is sizing its segments (nothing sent: the common case, checked first). */
+static __always_inline void ops_hdr_len(struct bpf_sock_ops *skops)
+{
+	struct magnet_flow f = {};
+	struct magnet_sock *s;
+
+	if (skops->args[0] & BPF_WRITE_HDR_TCP_CURRENT_MSS) {
+		skip(MAGNET_PROG_SOCKOPS);
+		return;
+	}
+	if (skops->state == BPF_TCP_NEW_SYN_RECV) {	/* SYN-ACK: first sight of the connection */
+		if (!ops_request_traced(skops)) {
+			skip(MAGNET_PROG_SOCKOPS);
+			return;
+		}
+		ops_flow(&f, skops);
+		save_flow(&f, bpf_get_socket_cookie(skops), bpf_get_netns_cookie(skops));
+		ops_send(skops, NULL);
+		return;
+	}
+	s = ops_traced(skops);
+	if (!s) {
+		skip(MAGNET_PROG_SOCKOPS);
+		return;
+	}
+	ops_send(skops, s);
+}
+
 SEC("sockops")
 int magnet_sockops(struct bpf_sock_ops *skops)
 {
-	struct magnet_flow f = {};
-
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_LISTEN_CB:
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
@@ -752,17 +952,16 @@ int magnet_sockops(struct bpf_sock_ops *skops)
 		ops_recv(skops);
 		return 1;
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
-		if (skops->state == BPF_TCP_NEW_SYN_RECV) {	/* SYN-ACK: first sight of the connection */
-			ops_flow(&f, skops);
-			save_flow(&f, bpf_get_socket_cookie(skops), bpf_get_netns_cookie(skops));
-		}
-		ops_send(skops);
+		ops_hdr_len(skops);
 		return 1;
 	case BPF_SOCK_OPS_PARSE_HDR_OPT_CB:
-		if (skops->state == BPF_TCP_ESTABLISHED)
-			break;			/* tcp_probe has recorded it */
+		if (skops->state == BPF_TCP_ESTABLISHED || !ops_traced(skops))
+			break;			/* tcp_probe has recorded it; not ours */
 		ops_recv(skops);
 		return 1;
+	case BPF_SOCK_OPS_STATE_CB:
+		ops_state(skops);
+		break;
 	}
 	skip(MAGNET_PROG_SOCKOPS);
 	return 1;
@@ -839,50 +1038,67 @@ static __always_inline bool parse_packet(struct pkt *p, struct __sk_buff *skb)
 	return true;
 }
 
-/* The state of a full socket seen by a cgroup_skb program (which runs only
- * for sockets of the traced cgroup), deciding its verdict if needed; NULL
- * if it is not traced. */
-static __always_inline struct magnet_sock *traced_bpf_sock(struct bpf_sock *sk, struct __sk_buff *skb,
-							    const struct pkt *p, bool recv)
+/* This capture's verdict on a full TCP socket seen by a cgroup_skb program
+ * (which runs only for sockets of the traced cgroup), decided from the socket
+ * alone, before the packet is parsed, if no program has decided it yet
+ * (`*fresh`). Its state, or NULL if it is not traced. */
+static __always_inline struct magnet_sock *traced_bpf_sock(struct bpf_sock *sk, bool *fresh)
 {
 	struct magnet_sock *s = bpf_sk_storage_get(&socks, sk, 0, 0);
-	struct magnet_flow f;
 	bool ok;
 
 	if (s && s->verdict)
 		return s->verdict == MAGNET_TRACED ? s : NULL;
-	if (cfg.pid)
+	if (cfg.pid || sk->protocol != IPPROTO_TCP)
 		return NULL;			/* left to a program that knows the task */
-	ok = port_ok(bpf_ntohs(p->flow.sport), bpf_ntohs(p->flow.dport));
+	ok = port_ok(sk->src_port, bpf_ntohs(sk->dst_port));
 	s = bpf_sk_storage_get(&socks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!s)
 		return NULL;
 	s->verdict = ok ? MAGNET_TRACED : MAGNET_IGNORED;
-	if (!ok)
-		return NULL;
+	*fresh = true;
+	return ok ? s : NULL;
+}
+
+/* Remember (or forget) the flow of a socket just decided on, from one of its
+ * packets. */
+static __always_inline void decided_flow(struct __sk_buff *skb, const struct pkt *p, bool recv,
+					 bool traced)
+{
+	struct magnet_flow f;
+
 	if (recv)
 		__builtin_memcpy(&f, &p->flow, sizeof(f));
 	else
 		reverse_flow(&f, &p->flow);
-	save_flow(&f, bpf_get_socket_cookie(skb), bpf_get_netns_cookie(skb));
-	return s;
+	if (traced)
+		save_flow(&f, bpf_get_socket_cookie(skb), bpf_get_netns_cookie(skb));
+	else
+		forget_flow(&f, bpf_get_netns_cookie(skb));
 }
 
-/* A segment TCP sent without its sockops callback running (options filling
+/* Segments TCP sent without its sockops callback running (options filling
  * the header, or a connection older than the capture): the kernel's segs_out
- * has moved past what the TCP layer accounted for. 1 if it is an event. */
-static __always_inline int tcp_send_gap(struct __sk_buff *skb, struct bpf_sock *sk,
-					struct magnet_sock *s, const struct pkt *p, __u64 cookie)
+ * has moved past what the TCP layer accounted for. Checked before the packet
+ * is parsed: almost always there are none. */
+static __always_inline __u32 tcp_send_gap(struct bpf_sock *sk, struct magnet_sock *s)
 {
 	struct bpf_tcp_sock *tp = bpf_tcp_sock(sk);
+
+	return tp ? tp->segs_out - s->tcp_out : 0;
+}
+
+/* The TCP_SEND (or TCP_RETRANS) record of such a segment, `gap` segments;
+ * 1 if it is an event (recorded or lost). */
+static __always_inline int tcp_send_missed(struct __sk_buff *skb, struct bpf_sock *sk,
+					    struct magnet_sock *s, const struct pkt *p, __u64 cookie,
+					    __u32 gap)
+{
 	__u32 bit = MAGNET_BIT_TCP_SEND, event = MAGNET_TCP_SEND, syn_fin;
 	struct magnet_record *r;
 
-	if (!tp || tp->segs_out == s->tcp_out)
-		return 0;
 	syn_fin = !!(p->flags & TCPHDR_SYN) + !!(p->flags & TCPHDR_FIN);
-	if (resent(s, p->seq, p->seq + p->payload + syn_fin, p->payload || syn_fin,
-		   tp->segs_out - s->tcp_out)) {
+	if (resent(s, p->seq, p->seq + p->payload + syn_fin, p->payload || syn_fin, gap)) {
 		bit = MAGNET_BIT_TCP_RETRANS;
 		event = MAGNET_TCP_RETRANS;
 	}
@@ -902,20 +1118,17 @@ static __always_inline int tcp_send_gap(struct __sk_buff *skb, struct bpf_sock *
 }
 
 /* The cookie of the connection a listener's handshake packet belongs to. */
-static __always_inline bool handshake_cookie(const struct pkt *p, bool recv, __u64 *cookie)
+static __always_inline bool handshake_cookie(struct __sk_buff *skb, const struct pkt *p, bool recv,
+					     __u64 *cookie)
 {
-	struct magnet_flow key;
-	struct magnet_flow_sock *found;
+	struct magnet_flow f;
 
 	if (recv)
-		__builtin_memcpy(&key, &p->flow, sizeof(key));
+		__builtin_memcpy(&f, &p->flow, sizeof(f));
 	else
-		reverse_flow(&key, &p->flow);
-	found = bpf_map_lookup_elem(&flows, &key);
-	if (!found)
-		return false;
-	*cookie = found->cookie;
-	return true;
+		reverse_flow(&f, &p->flow);
+	*cookie = flow_cookie(&f, bpf_get_netns_cookie(skb));
+	return *cookie != 0;
 }
 
 static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
@@ -927,26 +1140,36 @@ static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
 	struct magnet_record *r;
 	struct magnet_sock *s = NULL;
 	struct pkt p = {};
+	bool fresh = false;
+	__u32 gap = 0;
 	__u64 cookie;
 	int events = 0;
 
-	if (!sk || !parse_packet(&p, skb))
+	if (!sk)
 		goto skipped;
 	full = bpf_sk_fullsock(sk);
 	if (full && full->state != BPF_TCP_LISTEN) {
-		s = traced_bpf_sock(full, skb, &p, recv);
-		if (!s)
+		s = traced_bpf_sock(full, &fresh);
+		if (s && !recv && WANT(MAGNET_BIT_TCP_SEND | MAGNET_BIT_TCP_RETRANS))
+			gap = tcp_send_gap(full, s);
+		if (!fresh && (!s || (!gap && !WANT(bit))))
+			goto skipped;		/* the common early exit: not ours, or nothing to record */
+		if (!parse_packet(&p, skb))
+			goto skipped;
+		if (fresh)
+			decided_flow(skb, &p, recv, s != NULL);
+		if (!s || (!gap && !WANT(bit)))
 			goto skipped;
 		cookie = bpf_get_socket_cookie(skb);
-		if (!recv && WANT(MAGNET_BIT_TCP_SEND | MAGNET_BIT_TCP_RETRANS))
-			events = tcp_send_gap(skb, full, s, &p, cookie);
-	} else if (!handshake_cookie(&p, recv, &cookie)) {
+		if (gap)
+			events = tcp_send_missed(skb, full, s, &p, cookie, gap);
+	} else if (!WANT(bit) || !parse_packet(&p, skb) || !handshake_cookie(skb, &p, recv, &cookie)) {
 		goto skipped;
 	}
 	if (!WANT(bit)) {
 		if (!events)
 			goto skipped;
-		return 1;
+		return 1;			/* the gap's record only */
 	}
 	if (events && (st = cpu_stats_here()))
 		__sync_fetch_and_add(&st->extra, 1);
@@ -982,26 +1205,60 @@ int magnet_ip_recv(struct __sk_buff *skb)
 /* -------------------------------------------------------- device layer --- */
 
 
-/* skb->sk is an RCU pointer here, which socket helpers refuse: the flow
- * map says whether the connection is traced and gives its cookie. Only
- * devices of the socket's network namespace count (not a router's). */
+/* The headers of a packet a device is about to send. */
+static __always_inline bool parse_sent(struct pkt *p, const struct sk_buff *skb)
+{
+	__u16 mac = skb->mac_header, net = skb->network_header;
+
+	return parse_kernel_skb(p, skb, net, skb->transport_header,
+				skb->len - (net - (mac != MAC_HEADER_UNSET ? mac : net)));
+}
+
+/* The cookie of the traced connection a packet leaving a device belongs
+ * to: a full TCP socket (skb->sk) answers from its storage, before the packet
+ * is parsed (the early exit of every packet not ours); request and timewait
+ * sockets, and the kernel's control sockets sending for a closed connection,
+ * by the flow map. Only devices of the connection's network namespace count
+ * (not a router's). */
+static __always_inline bool dev_send_cookie(const struct sk_buff *skb, struct sock *sk, bool *parsed,
+					    struct pkt *p, __u64 *cookie)
+{
+	__u64 netns = skb->dev->nd_net.net->net_cookie;
+	__u8 state = sk->__sk_common.skc_state;
+	struct magnet_flow f;
+	struct magnet_sock *s;
+
+	if (state != BPF_TCP_TIME_WAIT && state != BPF_TCP_NEW_SYN_RECV && is_tcp(sk)) {
+		s = bpf_sk_storage_get(&socks, sk, 0, 0);
+		if (!s || s->verdict != MAGNET_TRACED || sk->__sk_common.skc_net.net->net_cookie != netns)
+			return false;
+		/* Deciding it traced generated its cookie (save_flow); the helper
+		 * that would generate one refuses this RCU pointer. */
+		*cookie = sk->__sk_common.skc_cookie.counter;
+		if (*cookie)
+			return true;
+	}
+	*parsed = true;
+	if (!parse_sent(p, skb))
+		return false;
+	reverse_flow(&f, &p->flow);
+	*cookie = flow_cookie(&f, netns);
+	return *cookie != 0;
+}
+
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(magnet_dev_send, const struct sk_buff *skb, const struct net_device *dev)
 {
 	struct sock *sk = skb->sk;
 	struct magnet_record *r;
-	struct magnet_flow_sock *flow;
-	struct magnet_flow key;
 	struct pkt p = {};
 	__u16 mac = skb->mac_header;
+	bool parsed = false;
+	__u64 cookie;
 
-	if (!sk || !parse_kernel_skb(&p, skb, skb->network_header, skb->transport_header,
-				     skb->len - (skb->network_header - (mac != MAC_HEADER_UNSET ? mac :
-								       skb->network_header))))
+	if (!sk || !dev_send_cookie(skb, sk, &parsed, &p, &cookie))
 		return skip(MAGNET_PROG_DEV_SEND);
-	reverse_flow(&key, &p.flow);
-	flow = bpf_map_lookup_elem(&flows, &key);
-	if (!flow || flow->netns != skb->dev->nd_net.net->net_cookie)
+	if (!parsed && !parse_sent(&p, skb))
 		return skip(MAGNET_PROG_DEV_SEND);
 	/* What the device sends after the TCP header (a GSO packet's whole payload). */
 	if (mac != MAC_HEADER_UNSET)
@@ -1018,21 +1275,21 @@ int BPF_PROG(magnet_dev_send, const struct sk_buff *skb, const struct net_device
 		    sk->__sk_common.skc_state != BPF_TCP_NEW_SYN_RECV)
 			fill_tcp_state(&r->ext, bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock)));
 	}
-	finish(r, flow->cookie, p.payload);
+	finish(r, cookie, p.payload);
 	return 0;
 }
 
+/* No socket yet: the flow map (through flow_cache) says whether the packet's
+ * connection, in the device's network namespace, is traced. */
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(magnet_dev_recv, struct sk_buff *skb)
 {
-	struct magnet_flow_sock *flow;
 	struct magnet_record *r;
 	struct pkt p = {};
+	__u64 cookie;
 
-	if (!parse_kernel_skb(&p, skb, skb->data - skb->head, 0, skb->len))
-		return skip(MAGNET_PROG_DEV_RECV);
-	flow = bpf_map_lookup_elem(&flows, &p.flow);
-	if (!flow || flow->netns != skb->dev->nd_net.net->net_cookie)
+	if (!parse_kernel_skb(&p, skb, skb->data - skb->head, 0, skb->len) ||
+	    !(cookie = find_flow(&p.flow, skb->dev->nd_net.net->net_cookie)))
 		return skip(MAGNET_PROG_DEV_RECV);
 	r = begin(MAGNET_BIT_DEV_RECV, MAGNET_DEV_RECV);
 	if (!r)
@@ -1042,7 +1299,7 @@ int BPF_PROG(magnet_dev_recv, struct sk_buff *skb)
 		fill_pkt(&r->ext, &p);
 		fill_gso_skb(&r->ext, skb);
 	}
-	finish(r, flow->cookie, p.payload);
+	finish(r, cookie, p.payload);
 	return 0;
 }
 

@@ -8,6 +8,8 @@
 
 #define MAGNET_MAX_PORTS 8
 #define MAGNET_FLOWS 65536		/* connections DEV_RECV can attribute at once */
+#define MAGNET_FLOW_CACHE 4		/* per-CPU cache of DEV_RECV's flow lookups (a power of 2) */
+#define MAGNET_LISTENERS 4096		/* traced listening sockets at once */
 
 /* Programs, as indices of the per-program counters below. */
 enum magnet_prog {
@@ -69,11 +71,12 @@ struct magnet_flow {
 	__u16 dport;
 };
 
-/* Its socket: the cookie, and the network namespace it lives in (devices of
- * other namespaces that forward its packets do not count). */
-struct magnet_flow_sock {
-	__u64 cookie;
-	__u64 netns;
+/* A connection in the flow table: its flow in its network namespace (the
+ * same addresses and ports may be in use in another namespace). */
+struct magnet_flow_key {
+	struct magnet_flow flow;
+	__u32 zero;			/* padding, hashed with the key */
+	__u64 netns;			/* network namespace cookie */
 };
 
 #endif /* MAGNET_H */

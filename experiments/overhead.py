@@ -10,13 +10,18 @@ receiver's / sender's connections, tcpdump -w on the receiver's / sender's
 interface), once per offered load: `max` (as fast as it goes, the paper's
 netperf) and paced rates (iperf3 -b), where the machine is not CPU-bound and
 a CPU increase means something. Sender and receiver share this machine, so
-"CPU" is the machine's (both cores) and the capture tool's own.
+"CPU" is the machine's (both cores) and the capture tool's own. Extra runs
+with BPF statistics (kernel.bpf_stats_enabled) say where the kernel time
+goes: per program (attach point), its runs, ns per run and share of the
+total, beside throughput and CPU per transferred GB (programs.csv).
 Needs root, BPF, iperf3, tcpdump, ethtool.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -87,6 +92,7 @@ def summary(runs: dict[str, list[bench.Run]]) -> pd.DataFrame:
         rows = rows[(rows.runs > 0) | rows.ns_per_run.notna()]
         rows["transfer_cpu_pct"] = rows.traffic_cpu_pct + rows.tool_cpu_pct.fillna(0)
         rows["cpu_increase_pct"] = 100.0 * (rows.transfer_cpu_pct / rows.transfer_cpu_pct.iloc[0] - 1)
+        rows["cpu_s_per_gb"] = rows.transfer_cpu_pct / 100 * 8 / rows.gbps
         per_gbit = rows.transfer_cpu_pct / rows.gbps
         rows["cpu_per_gbit_increase_pct"] = 100.0 * (per_gbit / per_gbit.iloc[0] - 1)
         rows.insert(0, "load", rate)
@@ -102,7 +108,7 @@ def figure(table: pd.DataFrame):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5), layout="constrained")
     x = np.arange(len(SHOWN))
     series = [(f"today, {rate}", table[table.load == rate].set_index("configuration"), "")
               for rate in table.load.unique()]
@@ -121,23 +127,25 @@ def figure(table: pd.DataFrame):
             ax.bar(x + (k - (len(series) - 1) / 2) * width, values, width, label=label,
                    hatch="//" if speed else None, alpha=0.6 if speed else 1.0)
         ax.axhline(0, color="black", linewidth=0.6)
-        ax.set_xticks(x, [c.replace(", ", ",\n").replace("/", "\n") for c in SHOWN], fontsize=8)
+        ax.set_xticks(x, [textwrap.fill(c.replace("/", " "), 11) for c in SHOWN], fontsize=8)
         ax.set_title(title)
-    axes[0].legend(fontsize=8)
     fig.suptitle("The cost of capturing: magnet-read (BPF) vs tcpdump, against no capture")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8)
     return fig
 
 
-def write(results: common.Results, args, runs, table: pd.DataFrame) -> None:
-    all_runs = pd.DataFrame([{"load": rate, **vars(r)} for rate, rs in runs.items() for r in rs])
+def write(results: common.Results, args, runs, table: pd.DataFrame, load: dict) -> None:
+    all_runs = pd.DataFrame([{"load": rate, **r.row()} for rate, rs in runs.items() for r in rs])
     results.table("runs", all_runs)
     shown = table[["load", "configuration", "runs", "gbps", "gbps_spread", "reduction_pct",
                    "paper_reduction_1000", "transfer_cpu_pct", "tool_cpu_pct", "cpu_increase_pct",
-                   "paper_cpu_increase_1000", "cpu_per_gbit_increase_pct", "cpu_pct", "events_per_s", "lost", "drops",
-                   "ns_per_event", "ns_per_run"]]
+                   "paper_cpu_increase_1000", "cpu_per_gbit_increase_pct", "cpu_s_per_gb", "cpu_pct",
+                   "events_per_s", "lost", "drops", "ns_per_event", "ns_per_run"]]
     markdown = results.table("table_I", shown, floats="{:.3g}")
     results.figure(figure(table), "fig6")
     first = args.rate_list[0]
+    programs = results.table("programs", pd.DataFrame(bench.program_costs(runs[first])), floats="{:.3g}")
     rows = bench.summarize(runs[first])
     table_i = bench.table(rows) + "\n\n" + "\n".join(f"- {v}" for v in bench.verdicts(rows))
     results.path("table_I.md").write_text(
@@ -154,11 +162,24 @@ other work on the host. "CPU increase" is against the no-capture runs of the sam
 per Gb/s" divides by the throughput (at `max` the transfer is CPU-bound, so its cost shows as
 lost throughput rather than more CPU). The paper's columns: ALS 2001 Table I (Gigabit) and the Fig. 6 increase
 computed from PAM 2002 Table I (mean of sender and receiver CPU, against stock Linux).
-The machine was shared with other work while this ran: throughput and CPU are noisy.
+The machine was shared with other work while this ran: throughput and CPU are noisy
+(load averages over 1/5/15 min: {load['start']} at the start, {load['end']} at the end).
 
 ![Fig. 6 style](fig6.png)
 
 {markdown}
+
+## Where the kernel time goes
+
+{args.cost_runs} more run(s) per magnet configuration at load {first} with BPF run-time
+statistics (`kernel.bpf_stats_enabled`, each program's `run_time_ns`/`run_cnt`, as
+`bpftool prog show` reports them): per program (its attach point), runs per second, ns per
+run and its share of all the configuration's program time, beside that configuration's
+throughput and CPU-seconds per transferred GB in those runs (`cpu_s_per_gb`: transfer and
+capture tool). The statistics themselves add ~{bench.STATS_FLOOR_NS} ns to every run (an
+empty program measures that), so these runs are slower than the others.
+
+{programs}
 
 At load {first}:
 
@@ -166,13 +187,20 @@ At load {first}:
 """)
 
 
+def load_averages() -> str:
+    """The machine's 1/5/15-minute load averages (other work sharing it)."""
+    return " / ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
 def main(argv=None) -> int:
     args = options(argv)
     capture_gate.ready("iperf3", "tcpdump", "ethtool", "ip")
+    load = {"start": load_averages()}
     runs = measure(args)
+    load["end"] = load_averages()
     table = summary(runs)
     results = common.Results("overhead", args)
-    write(results, args, runs, table)
+    write(results, args, runs, table, load)
     print(f"overhead: results in {results.dir}/README.md")
     return 0
 

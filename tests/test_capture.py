@@ -300,6 +300,51 @@ def test_pid_filter(magnet_read, tmp_path):
     assert layer(trace, mine["client"]["cookie"], E.SOCK_SEND).records == mine["client"]["sends"]
 
 
+def test_concurrent_captures_keep_to_their_ports(magnet_read, tmp_path):
+    """Two captures at once, each with its own port filter, and traffic on both
+    ports: each trace holds its own port's connections and nothing else, at every
+    layer (the other capture asks the kernel for per-segment callbacks on its
+    sockets: those must not leak into this one's trace)."""
+    ports = [30000 + os.getpid() % 20000 + i for i in range(2)]
+    caps = [capture.Capture(tmp_path / f"port{port}.magnet", binary=magnet_read,
+                            settings=capture.Settings(ports=str(port), ext=True, status_dir=str(tmp_path)))
+            for port in ports]
+    outs = [tmp_path / f"app{port}.json" for port in ports]
+    try:
+        for cap in caps:
+            cap.start()
+        apps = [subprocess.Popen([sys.executable, APP, "bulk", "--total", "2000000", "--chunk", "1000",
+                                  "--port", str(port), "--cc", CONGESTION_CONTROL, "--out", out])
+                for port, out in zip(ports, outs)]
+        for app in apps:
+            assert app.wait(60) == 0
+    finally:
+        for cap in caps:
+            cap.stop()
+    for cap, port, out in zip(caps, ports, outs):
+        assert cap.returncode == 0, cap.error()
+        app = json.loads(out.read_text())
+        trace = magnetlib.open(cap.output).check()
+        mine = {app["client"]["cookie"], app["server"]["cookie"]}
+        assert set(trace.stream_ids().tolist()) == mine, port
+        data = trace.data[trace.data["event"] != E.LOST]
+        assert np.isin(port, np.stack([data["sport"], data["dport"]])).all()
+        assert layer(trace, app["client"]["cookie"], E.TCP_SEND).bytes == app["client"]["bytes"]
+
+
+def test_only_the_chosen_layers_are_attached(magnet_read, tmp_path):
+    """Layers left out of --events cost nothing: their programs are not loaded
+    (the socket layer alone needs no sockops program either)."""
+    expected = {"sock": {"magnet_sock_send", "magnet_sock_recv"},
+                "TCP_RECV": {"magnet_sockops", "magnet_tcp_probe"},
+                "dev": {"magnet_sockops", "magnet_dev_send", "magnet_dev_recv"}}
+    for events, programs in expected.items():
+        run = captured(tmp_path, f"layers-{events}", ["periodic", "--count", 3, "--interval", 0.01],
+                       "--events", events)
+        assert set(run.stats["programs"]) == programs, events
+        assert run.trace.scan.records > 0
+
+
 # ------------------------------------------------------------------ loss ---
 def accounting(stats: dict) -> tuple[int, int]:
     """(program runs + their second events, recorded + lost + skipped runs)."""

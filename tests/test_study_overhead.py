@@ -44,3 +44,21 @@ def test_figure_and_readme(quick):
     assert (quick / "fig6.png").stat().st_size > 10_000
     readme = (quick / "README.md").read_text()
     assert "fig6.png" in readme and "| kernel |" in readme and "magnet experiment overhead --quick" in readme
+    assert "Where the kernel time goes" in readme and "load averages" in readme
+
+
+def test_kernel_time_per_program(quick):
+    """Per program (attach point): runs, ns per run and share of the kernel time,
+    beside throughput and CPU per transferred GB (issue 17)."""
+    programs = pd.read_csv(quick / "programs.csv")
+    assert set(programs.configuration) == set(bench.MAGNET_CONFIGS)
+    everything = programs[programs.configuration == bench.MAGNET_ALL].set_index("program")
+    assert {"sockops", "cgroup_skb/egress", "tp_btf/netif_receive_skb"} <= set(everything.attach)
+    assert everything.loc["magnet_dev_recv", "runs_per_s"] > 10_000
+    ran = programs[programs.runs_per_s > 0]
+    assert ((ran.ns_per_run > 20) & (ran.ns_per_run < 5_000)).all()
+    shares = programs.groupby("configuration").share_pct.sum()
+    assert shares.to_numpy() == pytest.approx(100.0)
+    assert ((programs.gbps > 0.1) & (programs.cpu_s_per_gb > 0)).all()
+    table = pd.read_csv(quick / "table_I.csv")
+    assert (table.cpu_s_per_gb > 0).all()
