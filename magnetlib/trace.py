@@ -4,6 +4,7 @@ from __future__ import annotations
 import mmap
 import os
 import sys
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -254,6 +255,56 @@ class Trace:
             keep &= chunk["sockid"] == np.uint64(sockid)
         return keep
 
+    def time_batches(self, events, sockid: int | None = None, size: int | None = None):
+        """The records with one of `events` (and this sockid), a batch of columns at a time,
+        such that no record of a later batch is earlier than any of this one.
+
+        A trace whose records are in time order is read chunk by chunk.  Otherwise a record
+        waits until no later chunk can hold an earlier one (the earliest time of each later
+        chunk is found first), so a batch may span chunks; each batch is then unordered
+        inside (Batch.ordered False)."""
+        table = _code_table(events)
+        size = size or CHUNK_RECORDS
+        if self.exact_ns_clock and self.scan.backsteps == 0:
+            for lo, hi in self.chunks(size=size):
+                yield self._batch(table, sockid, lo, hi, ordered=True)
+            return
+        bounds = list(self.chunks(size=size))
+        floor = self._later_floor(bounds)
+        pending = None
+        for k, (lo, hi) in enumerate(bounds):
+            batch = self._batch(table, sockid, lo, hi, ordered=False)
+            pending = batch if pending is None else pending.joined(batch)
+            ready = pending.ns <= floor[k + 1]
+            yield pending.part(ready)
+            pending = pending.part(~ready)
+        if pending is not None and len(pending.ns):
+            yield pending
+
+    def _batch(self, table: np.ndarray, sockid: int | None, lo: int, hi: int, ordered: bool) -> "Batch":
+        populate(self, lo, hi)
+        ev = self.column("event", lo, hi)
+        keep = table[np.minimum(ev, len(table) - 1)]
+        sid = self.column("sockid", lo, hi)
+        if sockid is not None:
+            keep &= sid == np.uint64(sockid)
+        ts = self.column("timestamp", lo, hi)
+        if self.exact_ns_clock:
+            ns = ts.view(np.int64)[keep]
+        else:
+            pos = np.arange(lo, hi)[keep]
+            ns = self.to_ns(ts[keep], pos)
+        return Batch(sid[keep], ev[keep], ns, self.column("size", lo, hi)[keep].astype(np.int64), ordered)
+
+    def _later_floor(self, bounds: list[tuple[int, int]]) -> np.ndarray:
+        """Per chunk k, the earliest ns of chunks k.. (and +inf after the last)."""
+        least = np.empty(len(bounds) + 1, np.float64)
+        least[-1] = np.inf
+        for k, (lo, hi) in enumerate(bounds):
+            least[k] = self.ns_at(np.arange(lo, hi)).min() if not self.exact_ns_clock \
+                else self.column("timestamp", lo, hi).view(np.int64).min()
+        return np.minimum.accumulate(least[::-1])[::-1]
+
     def column_at(self, name: str, positions: np.ndarray) -> np.ndarray:
         """One field of the records at `positions`, in native byte order."""
         col = self.records[name][positions]
@@ -321,6 +372,34 @@ class Trace:
             else:
                 cols[name] = self.column(name, lo, hi)
         return pd.DataFrame(cols)
+
+
+@dataclass
+class Batch:
+    """Columns of some records: sockid, event, ns, size (int64); ordered: ns never decreases."""
+    sockid: np.ndarray
+    event: np.ndarray
+    ns: np.ndarray
+    size: np.ndarray
+    ordered: bool = False
+
+    def __len__(self) -> int:
+        return len(self.ns)
+
+    def part(self, keep: np.ndarray) -> "Batch":
+        return Batch(self.sockid[keep], self.event[keep], self.ns[keep], self.size[keep], self.ordered)
+
+    def joined(self, other: "Batch") -> "Batch":
+        return Batch(*(np.concatenate([a, b]) for a, b in
+                       ((self.sockid, other.sockid), (self.event, other.event),
+                        (self.ns, other.ns), (self.size, other.size))), self.ordered and other.ordered)
+
+
+def _code_table(events) -> np.ndarray:
+    """A lookup table: is this event code (below 256; larger codes clip to the last) wanted?"""
+    table = np.zeros(fmt.EVENT_TABLE_SIZE + 1, bool)
+    table[[int(e) for e in np.atleast_1d(events)]] = True
+    return table
 
 
 def _stream_table(g):

@@ -177,7 +177,11 @@ def cmd_stats(args) -> int:
     table = metrics.modulation(trace, args.stream, data_only=not args.all_events)
     if args.csv:
         table.to_csv(args.csv, index=False)
-    shown = table[list(STATS_COLUMNS)].rename(columns=STATS_COLUMNS)
+    columns = dict(STATS_COLUMNS)
+    if args.all_events:                   # failed calls: counted as events, never as bytes
+        columns = {k: v for k, v in [*list(columns.items())[:4], ("errors", "errors"),
+                                     *list(columns.items())[4:]]}
+    shown = table[list(columns)].rename(columns=columns)
     shown["Mb/s"] = shown["Mb/s"] / 1e6
     shown["stream"] = [knobs.fmt_stream(s) for s in shown["stream"]]
     print_frame(shown)
