@@ -93,6 +93,20 @@ def populate(trace, lo: int, hi: int) -> None:
         pass                            # older kernel: pages fault in one by one
 
 
+def release(trace, lo: int, hi: int) -> None:
+    """Unmap the pages of records[lo:hi] from this process once read: they stay in the page
+    cache, but the process's resident memory no longer grows with the file."""
+    mm = trace._mmap
+    page = mmap.PAGESIZE
+    begin = -(-lo * trace.record_size // page) * page          # whole pages inside the range only
+    end = min(hi * trace.record_size, len(mm)) // page * page
+    if end > begin:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, begin, end - begin)
+        except (OSError, ValueError):
+            pass
+
+
 def _scan_range(trace, lo: int, hi: int) -> _Part:
     p = _Part()
     records = trace.records
@@ -106,6 +120,7 @@ def _scan_range(trace, lo: int, hi: int) -> _Part:
         ts = chunk["timestamp"].astype(np.int64)
         _count(p, ev, size, clo)
         prev = _times(p, ts, clo, prev)
+        release(trace, clo, chi)
     return p
 
 

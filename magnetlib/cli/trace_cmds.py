@@ -114,8 +114,11 @@ def _capture_rows(m) -> list[tuple[str, str]]:
 def _print_event_table(s) -> None:
     print(f"{'event':<14}{'records':>12}{'bytes':>16}{'errors':>9}{'zero-size':>11}")
     for ev in sorted(s.counts):
-        print(f"{Event(ev).name:<14}{s.counts[ev]:>12}{s.bytes[ev] if ev != Event.LOST else 0:>16}"
-              f"{s.errors[ev]:>9}{s.zero_size[ev]:>11}")
+        if ev in fmt.SCHED_EVENTS:             # size is a CPU number: no bytes, errors or zero sizes
+            nbytes, errors, zero = "-", "-", "-"
+        else:
+            nbytes, errors, zero = s.bytes[ev] if ev != Event.LOST else 0, s.errors[ev], s.zero_size[ev]
+        print(f"{Event(ev).name:<14}{s.counts[ev]:>12}{nbytes:>16}{errors:>9}{zero:>11}")
 
 
 # ------------------------------------------------------------------ parse ---
