@@ -22,7 +22,7 @@ from .errors import TraceError
 from .format import Clock, Event
 from .meta import TraceMeta
 from .trace import Trace
-from .writer import empty_records
+from .writer import Atomic, empty_records
 
 SEND, RECV = 0, 1
 DIRECTIONS = {"send": SEND, "recv": RECV}
@@ -160,7 +160,7 @@ def write_demand(demand: Demand, path: str | os.PathLike) -> str:
     return out.path
 
 
-class DemandWriter:
+class DemandWriter(Atomic):
     """A demand file written a piece at a time (pieces in time order, times relative to
     the first call), atomically: a temporary file renamed on close, removed on error."""
 
@@ -216,15 +216,6 @@ class DemandWriter:
         self._out.close()
         if os.path.exists(self.tmp):
             os.unlink(self.tmp)
-
-    def __enter__(self) -> "DemandWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def to_frame(demand: Demand):
