@@ -80,6 +80,27 @@ def test_from_pcap_directions_and_ext(tmp_path, magnet):
     assert not magnetlib.open(tmp_path / "i.magnet").has_ext
 
 
+def test_from_pcap_writes_the_ip_fields_it_marks_valid(tmp_path, magnet):
+    """The IP group of the extended data holds the packet's own TOS, TTL, ID and flags."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+    frames = [Ether() / IP(src="10.0.0.1", dst="10.0.0.2", ttl=64, flags="DF", id=0xC0D0, tos=0x10)
+              / TCP(sport=80, dport=5000, flags="PA") / (b"x" * 100),
+              Ether() / IPv6(src="fd00::1", dst="fd00::2", hlim=33, tc=0xB8)
+              / TCP(sport=81, dport=5001, flags="PA") / (b"y" * 10)]
+    wrpcap(str(tmp_path / "ip.pcap"), frames)
+    for engine in ("fast", "dpkt"):
+        out = tmp_path / f"{engine}.magnet"
+        magnet("from-pcap", tmp_path / "ip.pcap", "-o", out, "--engine", engine, "--local", "10.0.0.1", check=True)
+        t = magnetlib.open(out)
+        r = t.records[t.header_len:]
+        assert (r["valid"] & ExtValid.IP).all()
+        assert list(r["ip_ttl"]) == [64, 33] and list(r["ip_tos"]) == [0x10, 0xB8]
+        assert list(r["ip_id"]) == [0xC0D0, 0] and list(r["ip_frag_off"]) == [0x4000, 0]
+
+
 @pytest.mark.parametrize("workload", ["ftp", "mp3"])
 def test_round_trip_trace_pcap_trace(tmp_path, magnet, workload):
     src = tmp_path / "a.magnet"

@@ -3,8 +3,8 @@
 from_pcap: a pcap's TCP/UDP packets as DEV_SEND/DEV_RECV records (size = transport
   payload), clock REALTIME (timestamps are the packets' Unix ns, the wall anchor is
   the first packet's), one sockid per flow (its number + 1), direction from the
-  local host's point of view, extended data (addresses, ports, seq/ack, flags, IP
-  length and protocol) unless ext=False.  Kernel drops a pcapng file reports become
+  local host's point of view, extended data (addresses, ports, seq/ack, flags, the IP
+  header's length, protocol, TOS, TTL, ID and flags) unless ext=False.  Kernel drops a pcapng file reports become
   a LOST record.
 to_pcap: a trace's wire-level events as packets for write_pcap (zero payloads),
   with the trace's addresses/ports/seq/flags where its extended data has them and
@@ -118,6 +118,8 @@ def _fill_ext(rec: np.ndarray, p: np.ndarray) -> None:
     rec["seq"], rec["ack_seq"], rec["tcp_flags"] = p["seq"], p["ack"], p["tcp_flags"]
     rec["ip_len"] = np.minimum(p["ip_len"], 0xFFFF)
     rec["ip_protocol"] = p["proto"]
+    rec["ip_tos"], rec["ip_ttl"] = p["ip_tos"], p["ip_ttl"]
+    rec["ip_id"], rec["ip_frag_off"] = p["ip_id"], p["ip_frag_off"]
 
 
 # ------------------------------------------------------------- to pcap ---

@@ -212,7 +212,8 @@ ETH = _be({"type": (">u2", 12), "type2": (">u2", 16), "type3": (">u2", 20)}, 22)
 SLL = _be({"type": (">u2", 14)}, 16)
 SLL2 = _be({"type": (">u2", 0)}, 20)
 # IPv4 and IPv6 headers in one union: which fields apply depends on the version.
-IP = _be({"vhl": ("u1", 0), "len4": (">u2", 2), "frag": (">u2", 6), "proto4": ("u1", 9),
+IP = _be({"vhl": ("u1", 0), "tos4": ("u1", 1), "len4": (">u2", 2), "id4": (">u2", 4), "frag": (">u2", 6),
+          "hlim": ("u1", 7), "ttl4": ("u1", 8), "proto4": ("u1", 9),
           "src4": (("u1", (4,)), 12), "dst4": (("u1", (4,)), 16), "plen": (">u2", 4),
           "nxt": ("u1", 6), "src6": (("u1", (16,)), 8), "dst6": (("u1", (16,)), 24)}, 40)
 L4 = _be({"sport": (">u2", 0), "dport": (">u2", 2), "seq": (">u4", 4), "ack": (">u4", 8),
@@ -315,6 +316,11 @@ class _Columns:
             out[name][sel] = np.where(is_tcp, seg[name][sel], 0)
         out["tcp_flags"][sel] = np.where(is_tcp, seg["flags"][sel], 0)
         ip, s4 = ip[sel], v4[sel]
+        traffic_class = (ip["vhl"] & 0x0F) << 4 | ip["tos4"] >> 4       # IPv6: bits 4-11
+        out["ip_tos"][sel] = np.where(s4, ip["tos4"], traffic_class)
+        out["ip_ttl"][sel] = np.where(s4, ip["ttl4"], ip["hlim"])
+        out["ip_id"][sel] = np.where(s4, ip["id4"], 0)
+        out["ip_frag_off"][sel] = np.where(s4, ip["frag"], 0)
         mapped = np.empty((len(s4), 16), np.uint8)          # IPv4 as ::ffff:a.b.c.d
         mapped[:, :10], mapped[:, 10:12] = 0, 0xFF
         for name, v4name, v6name in (("saddr", "src4", "src6"), ("daddr", "dst4", "dst6")):

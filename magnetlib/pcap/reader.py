@@ -22,7 +22,8 @@ ROW_DTYPE = np.dtype({"names": list(PACKET_DTYPE.names),
                       "itemsize": PACKET_DTYPE.itemsize})
 # Order of the columns in a row tuple: the record's, then decode()'s.
 ROW_ORDER = ("time_ns", "caplen", "origlen", "ip_len", "payload", "seq", "ack", "sport", "dport",
-             "flags", "ip_version", "proto", "tcp_flags", "saddr", "daddr")
+             "flags", "ip_version", "proto", "tcp_flags", "ip_tos", "ip_ttl", "ip_id", "ip_frag_off",
+             "saddr", "daddr")
 _ROW_TUPLE_DTYPE = np.dtype([(n, ROW_DTYPE.fields[n][0]) for n in ROW_ORDER])
 
 
@@ -54,9 +55,9 @@ class Rows:
 
 
 def row(time_ns, caplen, origlen, rflags, decoded: tuple) -> tuple:
-    ip_len, payload, seq, ack, sport, dport, flags, version, proto, tflags, saddr, daddr = decoded
+    ip_len, payload, seq, ack, sport, dport, flags, version, proto, tflags, ip_fields, saddr, daddr = decoded
     return (time_ns, caplen, origlen, ip_len, payload, seq, ack, sport, dport, flags | rflags,
-            version, proto, tflags, saddr, daddr)
+            version, proto, tflags, *ip_fields, saddr, daddr)
 
 
 def read_dpkt(path: str) -> Capture:
