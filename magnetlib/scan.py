@@ -94,12 +94,18 @@ def populate(trace, lo: int, hi: int) -> None:
 
 
 def release(trace, lo: int, hi: int) -> None:
-    """Unmap the pages of records[lo:hi] from this process once read: they stay in the page
-    cache, but the process's resident memory no longer grows with the file."""
-    mm = trace._mmap
+    """Unmap the pages of records[lo:hi] from this process once read (see release_pages)."""
+    release_pages(trace._mmap, lo * trace.record_size, hi * trace.record_size)
+
+
+def release_pages(mm, begin: int, end: int) -> None:
+    """Unmap the whole pages of bytes [begin, end) of a read-only file mapping: they stay in
+    the page cache, but the process's resident memory no longer grows with the file."""
+    if not isinstance(mm, mmap.mmap):
+        return
     page = mmap.PAGESIZE
-    begin = -(-lo * trace.record_size // page) * page          # whole pages inside the range only
-    end = min(hi * trace.record_size, len(mm)) // page * page
+    begin = -(-begin // page) * page
+    end = min(end, len(mm)) // page * page
     if end > begin:
         try:
             mm.madvise(mmap.MADV_DONTNEED, begin, end - begin)

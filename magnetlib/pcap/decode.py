@@ -136,7 +136,7 @@ def _ip_columns(ip, wire_l3: int) -> tuple:
         version, hdr, length = 4, ip.hl * 4, ip.len
         saddr, daddr = V4_MAPPED + ip.src, V4_MAPPED + ip.dst
         fragment, later_fragment = bool(ip.mf or ip.offset), ip.offset != 0
-        fields = (ip.tos, ip.ttl, ip.id, ip.off)
+        fields = (ip.tos, ip.ttl, ip.id, ip._flags_offset)
     else:
         version, length = 6, (40 + ip.plen if ip.plen else 0)
         hdr = 40 + sum(len(ext) for ext in ip.all_extension_headers)
