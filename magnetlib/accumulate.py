@@ -100,12 +100,16 @@ class Moments:
     def __init__(self):
         self.cols = Growing(n=(np.int64, 0), total=(np.int64, 0), m2=(np.float64, 0.0))
 
-    def add(self, group: np.ndarray, values: np.ndarray, ngroups: int) -> None:
+    def add(self, group: np.ndarray, values: np.ndarray, ngroups: int,
+            n_b: np.ndarray | None = None, sum_b: np.ndarray | None = None) -> None:
+        """Add a batch; n_b and sum_b, its count and sum per group, if the caller has them."""
         self.cols.cover(ngroups)
         if not len(group):
             return
-        n_b = np.bincount(group, minlength=ngroups)
-        sum_b = np.bincount(group, weights=values, minlength=ngroups)     # exact below 2**53
+        if n_b is None:
+            n_b = np.bincount(group, minlength=ngroups)
+        if sum_b is None:
+            sum_b = np.bincount(group, weights=values, minlength=ngroups)     # exact below 2**53
         with np.errstate(invalid="ignore", divide="ignore"):
             mean_b = sum_b / n_b
         m2_b = np.bincount(group, weights=(values - mean_b[group]) ** 2, minlength=ngroups)
@@ -145,10 +149,19 @@ def hdr_cell(x: np.ndarray, m: int) -> np.ndarray:
     per power of two (so a cell is at most 2**-m of its values wide)."""
     x = np.asarray(x, np.int64)
     wide = x >= (2 << m)
-    if not wide.any():
-        return x
-    cell = (x.astype(np.float64).view(np.int64) >> (52 - m)) - ((1022 + m) << m)
-    return np.where(wide, cell, x)
+    n_wide = np.count_nonzero(wide)
+    if n_wide < len(x) // 4:                  # mostly exact cells: convert only the others
+        cell = x.copy()
+        if n_wide:
+            at = np.flatnonzero(wide)
+            cell[at] = _log_linear(x[at], m)
+        return cell
+    return np.where(wide, _log_linear(x, m), x)
+
+
+def _log_linear(x: np.ndarray, m: int) -> np.ndarray:
+    """hdr_cell of x >= 2**(m+1): the exponent and top m mantissa bits of its float64."""
+    return (x.astype(np.float64).view(np.int64) >> (52 - m)) - ((1022 + m) << m)
 
 
 def hdr_bounds(cell: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:

@@ -6,6 +6,8 @@ arithmetic, never from a Python loop per record.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from . import format as fmt
@@ -142,10 +144,11 @@ class _Spacing:
         self.cols = Growing(first=(np.int64, np.iinfo(np.int64).max), last=(np.int64, INT64_MIN))
 
     def gaps(self, group: np.ndarray, ns: np.ndarray, ordered: bool, ngroups: int):
-        """(group, gap ns) of every event after its group's first; updates first and last."""
+        """(group, gap ns) of every event after its group's first, and per group the
+        batch's gap count and sum; updates first and last."""
         self.cols.cover(ngroups)
         if not len(group):
-            return group, ns
+            return group, ns, np.zeros(ngroups, np.int64), np.zeros(ngroups)
         key = group.astype(np.uint16) if ngroups <= 1 << 16 else group   # 16 bits: a radix sort
         if ordered:
             order = np.argsort(key, kind="stable")
@@ -154,7 +157,7 @@ class _Spacing:
             order = order[np.argsort(key[order], kind="stable")]
         g, t = group[order], ns[order]
         head = np.r_[True, g[1:] != g[:-1]]
-        starts = np.flatnonzero(head)
+        starts = np.flatnonzero(head)                       # one run per group
         ends = np.r_[starts[1:], len(g)] - 1
         first, last = self.cols.view("first"), self.cols.view("last")
         runs = g[starts]
@@ -163,9 +166,13 @@ class _Spacing:
         first[runs] = np.minimum(first[runs], t[starts])
         last[runs] = t[ends]
         inside = ~head[1:]
+        cross = t[starts][seen] - before[seen]
+        count, total = np.zeros(ngroups, np.int64), np.zeros(ngroups)
+        count[runs] = ends - starts + seen                   # gaps sum to the run's span
+        total[runs] = (t[ends] - t[starts]) + np.where(seen, t[starts] - np.where(seen, before, 0), 0)
         gap_group = np.concatenate([runs[seen], g[1:][inside]])
-        gap = np.concatenate([t[starts][seen] - before[seen], np.diff(t)[inside]])
-        return gap_group, gap
+        gap = np.concatenate([cross, np.diff(t)[inside]])
+        return gap_group, gap, count, total
 
 
 class _Modulation:
@@ -182,8 +189,8 @@ class _Modulation:
         self.gap_ranks = OrderStats(m=7, top=(1 << 52) - 1, cells=RANK_CELLS)
 
     def run(self, batches):
-        for batch in batches():
-            self._feed(batch)
+        for prepared in _ahead(batches(), self._prepare):
+            self._accumulate(*prepared)
         self._want()
         while True:
             sizes_open, gaps_open = not self.size_ranks.resolve(), not self.gap_ranks.resolve()
@@ -197,11 +204,13 @@ class _Modulation:
         keep = batch.sockid != 0
         if self.data_only:
             keep &= batch.size > 0
-        b = batch.part(keep)
+        b = batch if keep.all() else batch.part(keep)
         group = self.streams.of(b.sockid) * NROWS + ROW_OF_EVENT[b.event]
         return b, group, len(self.streams) * NROWS
 
-    def _feed(self, batch: Batch) -> None:
+    def _prepare(self, batch: Batch):
+        """Counts, and the sizes and gaps of a batch: runs a batch ahead of _accumulate, on
+        another thread (each accumulator is touched by one of the two only)."""
         b, group, ngroups = self._groups(batch)
         c = self.counts
         c.cover(ngroups)
@@ -211,16 +220,23 @@ class _Modulation:
         retrans = b.event == Event.TCP_RETRANS
         if retrans.any():
             c.view("retrans")[:] += np.bincount(group[retrans], minlength=ngroups)
-        g, size = group, b.size
+        g, size, sized_per_group = group, b.size, per_group
         if not self.data_only and size.min(initial=0) < 0:
             sized = size >= 0
             c.view("errors")[:] += np.bincount(group[~sized], minlength=ngroups)
             g, size = group[sized], size[sized]
-        c.view("bytes")[:] += np.rint(np.bincount(g, weights=size, minlength=ngroups)).astype(np.int64)
-        self.size_moments.add(g, size, ngroups)
+            sized_per_group = np.bincount(g, minlength=ngroups)
+        size_sum = np.bincount(g, weights=size, minlength=ngroups)
+        c.view("bytes")[:] += np.rint(size_sum).astype(np.int64)
+        sizes = g, size, sized_per_group, size_sum
+        return ngroups, present, sizes, self.spacing.gaps(group, b.ns, b.ordered, ngroups)
+
+    def _accumulate(self, ngroups: int, present: np.ndarray, sizes, gaps) -> None:
+        g, size, sized_per_group, size_sum = sizes
+        self.size_moments.add(g, size, ngroups, sized_per_group, size_sum)
         self.size_ranks.add(g, size, present)
-        gap_group, gap = self.spacing.gaps(group, b.ns, b.ordered, ngroups)
-        self.gap_moments.add(gap_group, gap, ngroups)
+        gap_group, gap, gap_count, gap_sum = gaps
+        self.gap_moments.add(gap_group, gap, ngroups, gap_count, gap_sum)
         self.gap_ranks.add(gap_group, gap, present)
 
     def _refeed(self, batch: Batch, sizes: bool, gaps: bool) -> None:
@@ -231,7 +247,7 @@ class _Modulation:
             self.size_ranks.add(group[need], b.size[need])
         if gaps:
             need = self.gap_ranks.needs(group)
-            gap_group, gap = self.pass_spacing.gaps(group[need], b.ns[need], b.ordered, ngroups)
+            gap_group, gap, _, _ = self.pass_spacing.gaps(group[need], b.ns[need], b.ordered, ngroups)
             self.gap_ranks.add(gap_group, gap)
 
     # ------------------------------------------------------------ quantiles ---
@@ -279,6 +295,22 @@ class _Modulation:
                 "first_ns": first,
             })
         return table[table["events"] > 0].reset_index(drop=True)
+
+
+def _ahead(items, prepare):
+    """prepare(item) of each item, computed one item ahead on a second thread (numpy
+    releases the GIL: reading and sorting a batch overlaps counting the one before)."""
+    items = iter(items)
+
+    def step():
+        item = next(items, None)
+        return None if item is None else prepare(item)
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(step)
+        while (prepared := future.result()) is not None:
+            future = pool.submit(step)
+            yield prepared
 
 
 def _ranks(ranks: OrderStats, count: np.ndarray, order: np.ndarray, quantiles) -> dict:

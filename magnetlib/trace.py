@@ -295,13 +295,15 @@ class Trace:
         sid = self.column("sockid", lo, hi)
         if sockid is not None:
             keep &= sid == np.uint64(sockid)
+        if keep.all():
+            keep = slice(None)                       # every record: copies, not selections
         ts = self.column("timestamp", lo, hi)
         if self.exact_ns_clock:
-            ns = ts.view(np.int64)[keep]
+            ns = np.array(ts.view(np.int64)[keep])
         else:
-            pos = np.arange(lo, hi)[keep]
-            ns = self.to_ns(ts[keep], pos)
-        return Batch(sid[keep], ev[keep], ns, self.column("size", lo, hi)[keep].astype(np.int64), ordered)
+            ns = self.to_ns(ts[keep], np.arange(lo, hi)[keep])
+        return Batch(np.array(sid[keep]), np.array(ev[keep]), ns,
+                     self.column("size", lo, hi)[keep].astype(np.int64), ordered)
 
     def _later_floor(self, bounds: list[tuple[int, int]]) -> np.ndarray:
         """Per chunk k, the earliest ns of chunks k.. (and +inf after the last)."""
