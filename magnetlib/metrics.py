@@ -6,13 +6,12 @@ arithmetic, never from a Python loop per record.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from . import format as fmt
 from .accumulate import Growing, Index, Moments, OrderStats
 from .format import Event
+from .scan import ahead
 from .trace import Batch, Trace
 
 QUANTILES = (0.05, 0.5, 0.95, 0.99)
@@ -189,7 +188,7 @@ class _Modulation:
         self.gap_ranks = OrderStats(m=7, top=(1 << 52) - 1, cells=RANK_CELLS)
 
     def run(self, batches):
-        for prepared in _ahead(batches(), self._prepare):
+        for prepared in ahead(batches(), self._prepare):
             self._accumulate(*prepared)
         self._want()
         while True:
@@ -295,22 +294,6 @@ class _Modulation:
                 "first_ns": first,
             })
         return table[table["events"] > 0].reset_index(drop=True)
-
-
-def _ahead(items, prepare):
-    """prepare(item) of each item, computed one item ahead on a second thread (numpy
-    releases the GIL: reading and sorting a batch overlaps counting the one before)."""
-    items = iter(items)
-
-    def step():
-        item = next(items, None)
-        return None if item is None else prepare(item)
-
-    with ThreadPoolExecutor(1) as pool:
-        future = pool.submit(step)
-        while (prepared := future.result()) is not None:
-            future = pool.submit(step)
-            yield prepared
 
 
 def _ranks(ranks: OrderStats, count: np.ndarray, order: np.ndarray, quantiles) -> dict:

@@ -82,6 +82,22 @@ def in_parallel(fn, ranges: list[tuple[int, int]]) -> list:
         return list(pool.map(lambda r: fn(*r), ranges))
 
 
+def ahead(items, prepare=lambda item: item):
+    """prepare(item) of each item (and the next item itself), computed one item ahead on a
+    second thread: numpy releases the GIL, so producing the next overlaps using this one."""
+    items = iter(items)
+
+    def step():
+        item = next(items, None)
+        return None if item is None else prepare(item)
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(step)
+        while (prepared := future.result()) is not None:
+            future = pool.submit(step)
+            yield prepared
+
+
 def populate(trace, lo: int, hi: int) -> None:
     """Map the pages of records[lo:hi] in one call instead of a fault per page."""
     mm = trace._mmap

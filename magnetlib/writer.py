@@ -23,6 +23,8 @@ def as_records(data, dtype: np.dtype) -> np.ndarray:
 
     Fields the input lacks are 0; fields `dtype` lacks are dropped.
     """
+    if isinstance(data, np.ndarray) and data.dtype == dtype:
+        return data                                  # already records of this layout
     names = data.dtype.names if isinstance(data, np.ndarray) else list(data.keys())
     if names is None:
         raise ValueError("records must be a structured array or a mapping of columns")

@@ -71,7 +71,8 @@ class PacketStream:
         self._chunks = chunks
 
     def __iter__(self):
-        yield from self._chunks
+        from ..scan import ahead
+        yield from ahead(self._chunks)             # the next chunk is read while this one is used
 
     def read(self) -> Capture:
         """Every packet at once (as Capture.packets)."""

@@ -154,9 +154,15 @@ class _Conversion:
             flow = self.final[provisional]
             p = chunk[index]
             sent = np.where(self.ours[flow], (p["saddr"] == self.here).all(axis=1), src_low == self.a_low[flow])
-            pending = np.concatenate([pending, _records(p, flow, sent, self.ext)])
-            ready = pending["timestamp"] <= later[k + 1]
-            yield pending[ready][np.argsort(pending["timestamp"][ready], kind="stable")]
+            records = _records(p, flow, sent, self.ext)
+            pending = np.concatenate([pending, records]) if len(pending) else records
+            t = pending["timestamp"]
+            if not len(t) or (t[-1] <= later[k + 1] and (t[1:] >= t[:-1]).all()):
+                yield pending                        # in order and complete: as it is
+                pending = pending[:0]
+                continue
+            ready = t <= later[k + 1]
+            yield pending[ready][np.argsort(t[ready], kind="stable")]
             pending = pending[~ready]
         yield pending[np.argsort(pending["timestamp"], kind="stable")]
         if self.drops:                              # the kernel's count: after the packets

@@ -37,8 +37,7 @@ class Flows:
 
 def _endpoint_keys(addr: np.ndarray, port: np.ndarray) -> np.ndarray:
     """(n, 3) uint64: address high, address low, port; rows compare lexicographically."""
-    a = np.ascontiguousarray(addr).view(">u8").reshape(len(addr), 2).astype(np.uint64)
-    return np.column_stack([a, port.astype(np.uint64)])
+    return np.column_stack(_endpoint_columns(addr, port))
 
 
 def _less_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -95,8 +94,9 @@ class FlowTable:
         """Take a chunk of packets: returns the chunk positions of its flow packets, their
         flows (provisional ids: final_ids() maps them) and whether each was sent by its
         flow's lower endpoint.  count=False only looks flows up (a second pass)."""
-        index = np.flatnonzero(_transport(p))
-        q = p[index]
+        wanted = _transport(p)
+        index = np.flatnonzero(wanted)
+        q = _Columns(p, None if len(index) == len(p) else index)
         keys, src_low = _flow_keys(q)
         flow = self._ids(keys)
         if count:
@@ -104,9 +104,9 @@ class FlowTable:
         self.packets_seen += len(p)
         return index, flow, src_low
 
-    def _ids(self, keys: np.ndarray) -> np.ndarray:
-        h = np.full(len(keys), _MIX, np.uint64)
-        for col in keys.T:
+    def _ids(self, keys: list[np.ndarray]) -> np.ndarray:
+        h = np.full(len(keys[0]), _MIX, np.uint64)
+        for col in keys:
             h = (h ^ col) * _MIX
             h ^= h >> np.uint64(31)
         at = self._hashes.of(h)
@@ -114,11 +114,14 @@ class FlowTable:
         of_hash = self._flow_of_hash.view("flow")
         new = np.unique(at[of_hash[at] < 0])
         if len(new):
-            of_hash[new] = self._allocate(keys[_first_rows(at, new)])
+            rows = _first_rows(at, new)
+            of_hash[new] = self._allocate(np.stack([col[rows] for col in keys], axis=1))
         flow = of_hash[at]
-        wrong = (self._keys()[flow] != keys).any(axis=1)
+        wrong = np.zeros(len(flow), bool)
+        for name, col in zip(KEY_COLUMNS, keys):
+            wrong |= self.cols.view(name)[flow] != col
         if wrong.any():                        # a hash shared by two keys: exact lookup
-            flow[wrong] = [self._exact_id(k) for k in keys[wrong]]
+            flow[wrong] = [self._exact_id(k) for k in np.stack(keys, axis=1)[wrong]]
         return flow
 
     def _exact_id(self, key: np.ndarray) -> int:
@@ -133,9 +136,6 @@ class FlowTable:
         for k, name in enumerate(KEY_COLUMNS):
             self.cols.view(name)[first:] = keys[:, k]
         return np.arange(first, first + len(keys))
-
-    def _keys(self) -> np.ndarray:
-        return np.stack([self.cols.view(name) for name in KEY_COLUMNS], axis=1)
 
     def _count(self, q: np.ndarray, flow: np.ndarray, src_low: np.ndarray, pos: np.ndarray) -> None:
         c, n = self.cols, len(self.cols)
@@ -229,13 +229,33 @@ def _transport(p: np.ndarray) -> np.ndarray:
     return usable & ((p["proto"] == IPPROTO_TCP) | (p["proto"] == IPPROTO_UDP))
 
 
-def _flow_keys(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(n, 7) uint64 flow keys (proto, lower endpoint, higher endpoint) and whether each
-    packet's source is the lower endpoint."""
-    src, dst = _endpoint_keys(q["saddr"], q["sport"]), _endpoint_keys(q["daddr"], q["dport"])
-    src_low = _less_equal(src, dst)
-    lo, hi = np.where(src_low[:, None], src, dst), np.where(src_low[:, None], dst, src)
-    return np.column_stack([q["proto"].astype(np.uint64), lo, hi]), src_low
+class _Columns:
+    """Columns of the packets at `index` (None: all), each taken when first asked for."""
+
+    def __init__(self, p: np.ndarray, index: np.ndarray | None):
+        self.p, self.index, self._got = p, index, {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._got:
+            col = self.p[name]
+            self._got[name] = col if self.index is None else col[self.index]
+        return self._got[name]
+
+
+def _flow_keys(q) -> tuple[list[np.ndarray], np.ndarray]:
+    """Flow keys as 7 uint64 columns (proto, lower endpoint, higher endpoint; an endpoint
+    is address high, low, port) and whether each packet's source is the lower endpoint."""
+    src, dst = _endpoint_columns(q["saddr"], q["sport"]), _endpoint_columns(q["daddr"], q["dport"])
+    src_low = _less_equal(np.stack(src, axis=1), np.stack(dst, axis=1))
+    lo = [np.where(src_low, a, b) for a, b in zip(src, dst)]
+    hi = [np.where(src_low, b, a) for a, b in zip(src, dst)]
+    return [q["proto"].astype(np.uint64), *lo, *hi], src_low
+
+
+def _endpoint_columns(addr: np.ndarray, port: np.ndarray) -> list[np.ndarray]:
+    """Address high and low 64 bits (network order) and port, as uint64 columns."""
+    words = np.ascontiguousarray(addr).view(">u8").reshape(len(addr), 2)
+    return [words[:, 0].astype(np.uint64), words[:, 1].astype(np.uint64), port.astype(np.uint64)]
 
 
 def first_of(flow: np.ndarray, n: int, where: np.ndarray | None = None) -> np.ndarray:

@@ -35,14 +35,18 @@ class Summary:
         self.last_ns = int(t.max()) if self.last_ns is None else max(self.last_ns, int(t.max()))
         flags = p["flags"]
         bad = (flags & MALFORMED) != 0
-        ip = ~bad & (p["ip_version"] != 0)
-        self.usable_ip += int(ip.sum())
-        self.ipv4 += int((p["ip_version"] == 4).sum())
-        self.ipv6 += int((p["ip_version"] == 6).sum())
-        self.malformed += int(bad.sum())
+        version = p["ip_version"]
+        ip = ~bad & (version != 0)
+        self.usable_ip += int(np.count_nonzero(ip))
+        self.ipv4 += int(np.count_nonzero(version == 4))
+        self.ipv6 += int(np.count_nonzero(version == 6))
+        per_value = np.bincount(flags)                    # packets per combination of flags
+        values = np.flatnonzero(per_value)
+        values_bad = values[(values & MALFORMED) != 0]
+        self.malformed += int(per_value[values_bad].sum())
         for f in Flag:
-            self.flags[f] += int(np.count_nonzero(flags & f))
-            self.malformed_flags[f] += int(np.count_nonzero(flags[bad] & MALFORMED & f))
+            self.flags[f] += int(per_value[values[(values & f) != 0]].sum())
+            self.malformed_flags[f] += int(per_value[values_bad[(values_bad & MALFORMED & f) != 0]].sum())
         for mtu, tally in self._big.items():
             big = ip & (p["ip_len"] > mtu)
             if big.any():
