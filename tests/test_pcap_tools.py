@@ -157,6 +157,27 @@ def test_compare_by_size_and_plot(tmp_path, magnet):
     assert "DEV_SEND events vs pcap packets (paired by size and time): matched" in out
 
 
+def test_compare_streamed_equals_compare_in_memory(tmp_path, magnet, monkeypatch):
+    """compare reads the pcap a chunk at a time (three passes): with tiny chunks its answer
+    is the one it gives for the whole capture in memory."""
+    from magnetlib.pcap import fast
+    src = tmp_path / "f.magnet"
+    magnet("synth", "ftp-variable", "--duration", "3", "-o", src, check=True)
+    magnet("to-pcap", src, "-o", tmp_path / "f.pcap", check=True)
+    trace = magnetlib.open(src)
+    whole = pcap.compare.compare(trace, pcap.read(tmp_path / "f.pcap"))
+    monkeypatch.setattr(fast, "SEGMENT_BYTES", 5000)
+    monkeypatch.setattr(fast, "DECODED_PACKETS", 97)
+    streamed = pcap.compare.compare(trace, lambda: pcap.stream(tmp_path / "f.pcap", engine="fast"))
+    assert len(whole.streams) == len(streamed.streams) == 1
+    a, b = whole.streams[0], streamed.streams[0]
+    for direction in ("send", "recv"):
+        for name in ("ns", "size", "seq"):
+            assert np.array_equal(getattr(a.wire[direction], name), getattr(b.wire[direction], name))
+        assert a.table(direction).equals(b.table(direction))
+    assert a.device == b.device and a.retransmissions == b.retransmissions
+
+
 def test_compare_by_addresses(tmp_path, magnet):
     """A trace with extended data (addresses, ports) matches its flow among others."""
     p = np.concatenate([handshake_and_data(), synthetic_packets(3000, start_ns=T0)])

@@ -54,15 +54,6 @@ def _reader_args(p) -> None:
     p.add_argument("--mtu", type=int, help="link MTU for offload detection (default 1500, loopback 65536)")
 
 
-def read_capture(args) -> pcap.Capture:
-    """Read a capture whole, reporting as stream_capture does."""
-    cap = pcap.stream(args.pcap, engine=args.engine).read()
-    summary = pcap.Summary(args.mtu)
-    summary.add(cap.packets)
-    report_capture(cap, summary)
-    return cap
-
-
 def stream_capture(args, take) -> tuple[pcap.Capture, pcap.Summary]:
     """Read a capture a chunk at a time, handing each chunk to `take`; report what could not
     be read (status 2), malformed packets and offload artefacts.  Returns the capture's
@@ -154,8 +145,9 @@ def cmd_to_pcap(args) -> int:
 # ---------------------------------------------------------------- compare ---
 def cmd_compare(args) -> int:
     trace = open_checked(args.trace)
-    cap = read_capture(args)
-    result = pcap.compare.compare(trace, cap)
+    first = pcap.compare.WireFlows()
+    stream_capture(args, first.add)
+    result = pcap.compare.compare(trace, lambda: pcap.stream(args.pcap, engine=args.engine), first)
     print(f"clock: {result.clock_note}")
     shown = [s for s in result.streams if args.stream is None or s.sockid == args.stream]
     if not result.streams and not result.unmatched_streams:
@@ -167,7 +159,7 @@ def cmd_compare(args) -> int:
         print(f"magnet: {args.trace}: {which} matched a TCP flow of {args.pcap}", file=sys.stderr)
         return 2
     for s in shown:
-        _print_stream(s, result.flows)
+        _print_stream(s, result.flow_table)
     if result.unmatched_streams:
         print(f"\nstreams without a flow: {' '.join(f'{sid:#x}' for sid in result.unmatched_streams)}")
     if result.unmatched_flows:
@@ -178,8 +170,8 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def _print_stream(s, flows) -> None:
-    f = flows.table.loc[s.flow]
+def _print_stream(s, flow_table) -> None:
+    f = flow_table.loc[s.flow]
     a, b = f"{f['a_addr']}:{f['a_port']}", f"{f['b_addr']}:{f['b_port']}"
     local, remote = (a, b) if s.local_side == 0 else (b, a)
     print(f"\n== stream {s.sockid:#x} <-> flow {s.flow}: {local} -> {remote} (matched by {s.how})")
