@@ -222,8 +222,8 @@ class Trace:
             return 0
         if self.exact_ns_clock:
             return s.max_ticks - s.min_ticks
-        ns = self.ns[self.header_len:]
-        return int(ns.max() - ns.min())
+        spans = [(ns.min(), ns.max()) for ns in (self.ns_at(np.arange(lo, hi)) for lo, hi in self.chunks())]
+        return int(max(hi for _, hi in spans) - min(lo for lo, _ in spans))
 
     # ----------------------------------------------------------- selection ---
     def select(self, events=None, sockid: int | None = None, start: int | None = None,
