@@ -11,7 +11,8 @@ of a C program, built here against libpcap (Debian libpcap-dev), that reads ever
 packet of the pcap with pcap_next_ex.  Each command runs as its own process (wall time,
 and peak RSS from /usr/bin/time, the page cache it maps included); the files are read once
 beforehand, and the runs are interleaved: run 1 of every command, then run 2, ...
-Reported: medians with min-max, and each median as a ratio to its file's limit.
+Reported: medians with min-max, and each median as a ratio to its file's limit;
+`magnet --version` shows what starting the command costs before it reads anything.
 The trace is bench_parse's (64 streams, a SOCK_SEND per seven TCP/IP/DEV sends); the
 pcap holds 16 bulk TCP/UDP flows over IPv4 and IPv6 captured with a 96-byte snaplen.
 The inputs are deleted afterwards; results go to experiments/results/bench-analysis/.
@@ -112,6 +113,7 @@ def run(cmd: list[str]) -> tuple[float, int, str]:
 def commands(magnet: str, trace: str, pcap: str, scratch: str) -> dict[str, tuple[str, list[str]]]:
     """name -> (input kind, command line)."""
     return {
+        "magnet --version": ("startup", [magnet, "--version"]),
         "stats": ("trace", [magnet, "stats", trace]),
         "info": ("trace", [magnet, "info", trace]),
         "demand": ("trace", [magnet, "demand", trace, "-o", os.path.join(scratch, "demand.csv")]),
