@@ -16,6 +16,7 @@ OUT    ?= out
 APT_BUILD := gcc make
 APT_PCAP  := tcpdump ethtool iproute2
 APT_NS3   := g++
+APT_BENCH := libpcap-dev
 
 .PHONY: all setup system-deps demo test bench fuzz header clean help ns3
 
@@ -43,6 +44,7 @@ system-deps:
 	$(call apt_ensure,$(APT_BUILD))
 	$(call apt_ensure,$(APT_PCAP))
 	$(call apt_ensure,$(APT_NS3))
+	$(call apt_ensure,$(APT_BENCH))
 
 # Reinstalled when the packaging or the set of packages changes.
 $(STAMP): setup.cfg pyproject.toml $(wildcard */__init__.py)
@@ -87,6 +89,7 @@ bench: setup ns3
 	$(PY) -m magnet.experiments.bench_ns3
 	$(PY) -m magnet.experiments.bench_library
 	$(PY) -m magnet.experiments.bench_preload
+	$(PY) -m magnet.experiments.bench_analysis
 	@if [ "$$(id -u)" = 0 ]; then $(PY) -m magnet.experiments.bench_linkem; \
 	else echo "bench: bench_linkem needs root (TUN devices, namespaces): skipped" >&2; fi
 	@if [ "$$(id -u)" = 0 ]; then $(PY) -m magnet.experiments.bench_capture_cost; \

@@ -24,8 +24,10 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:                 # pandas costs every magnet command 0.2 s to import
+    import pandas as pd
 
 from magnetlib.cli import Parser
 

@@ -23,7 +23,7 @@ from .errors import TraceError
 from .format import Clock, Event
 from .meta import TraceMeta
 from .trace import Trace
-from .writer import empty_records, write
+from .writer import Atomic, empty_records
 
 SEND, RECV = 0, 1
 DIRECTIONS = {"send": SEND, "recv": RECV}
@@ -83,22 +83,41 @@ def layer_codes(layer: str, direction: str) -> list[Event]:
     return [ev for d in wanted for ev in fmt.layer_events(layer, d)]
 
 
+@dataclass
+class Left:
+    """Calls left out of a demand: errors and zero-byte calls."""
+    errors: int = 0
+    zero: int = 0
+
+
+def pieces(trace: Trace, sockid: int | None = None, direction: str = "both", layer: str = "sock",
+           left: Left | None = None):
+    """extract()'s calls a time-ordered piece at a time (time_ns absolute, start_ns 0): no
+    piece holds a call earlier than one of the piece before.  Calls that failed or moved no
+    bytes are counted into `left`."""
+    codes = layer_codes(layer, direction)
+    is_recv = np.zeros(fmt.EVENT_TABLE_SIZE, np.int8)
+    is_recv[[ev for ev in codes if fmt.NETWORK_EVENTS[ev][1] == "recv"]] = 1
+    left = Left() if left is None else left
+    for b in trace.time_batches(codes, sockid):
+        left.errors += int(np.count_nonzero(b.size < 0))
+        left.zero += int(np.count_nonzero(b.size == 0))
+        b = b.part(b.size > 0)
+        order = slice(None) if b.ordered else np.argsort(b.ns, kind="stable")  # CPUs may have reordered
+        yield Demand(b.ns[order], b.size[order], is_recv[b.event[order]], b.sockid[order].astype(np.uint64))
+
+
 def extract(trace: Trace, sockid: int | None = None, direction: str = "both",
             layer: str = "sock") -> Demand:
     """The demand (layer "sock") or a lower layer's series of one stream, or of all."""
-    codes = layer_codes(layer, direction)
-    pos = trace.select(codes, sockid)
-    ns, size = trace.series(pos)
-    events = trace.column_at("event", pos)
-    sids = trace.column_at("sockid", pos)
-    errors, zero = int((size < 0).sum()), int((size == 0).sum())
-    good = size > 0
-    order = np.argsort(ns[good], kind="stable")       # CPUs may have reordered records
-    ns, size, events, sids = ns[good][order], size[good][order], events[good][order], sids[good][order]
-    recv_codes = [ev for ev in codes if fmt.NETWORK_EVENTS[ev][1] == "recv"]
+    left = Left()
+    parts = list(pieces(trace, sockid, direction, layer, left))
+    joined = [np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0, dtype)
+              for name, dtype in (("time_ns", np.int64), ("size", np.int64), ("direction", np.int8),
+                                  ("sockid", np.uint64))]
+    ns = joined[0]
     start = int(ns[0]) if len(ns) else 0
-    return Demand(ns - start, size, np.isin(events, recv_codes).astype(np.int8),
-                  sids.astype(np.uint64), start_ns=start, errors=errors, zero=zero)
+    return Demand(ns - start, *joined[1:], start_ns=start, errors=left.errors, zero=left.zero)
 
 
 def validate(demand: Demand, path: str) -> Demand:
@@ -137,17 +156,67 @@ def adu_table(d: Demand, adu_gap_s: float) -> dict:
 # ------------------------------------------------------------------ files ---
 def write_demand(demand: Demand, path: str | os.PathLike) -> str:
     """Write demand as CSV, Parquet or a compact magnet trace, by extension."""
-    path = os.fspath(path)
-    kind = _kind(path)
-    if kind == "magnet":
-        return _write_trace(demand, path)
-    frame = to_frame(demand)
-    with private.replacing(path) as tmp:
-        if kind == "csv":
-            frame.to_csv(tmp, index=False)
+    with DemandWriter(path) as out:
+        out.write(demand)
+    return out.path
+
+
+class DemandWriter(Atomic):
+    """A demand file written a piece at a time (pieces in time order, times relative to
+    the first call), atomically: a temporary file renamed on close, removed on error."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self.kind = _kind(self.path)
+        self.tmp = None if self.kind == "magnet" else private.temporary(self.path)
+        self._out = None
+        self._aborted = False
+
+    def write(self, demand: Demand) -> None:
+        if self.kind == "magnet":
+            self._trace().append(_records(demand))
+            return
+        frame = to_frame(demand)
+        if self.kind == "csv":
+            header = self._out is None
+            self._out = self._out or open(self.tmp, "w")
+            frame.to_csv(self._out, index=False, header=header)
         else:
-            frame.to_parquet(tmp, index=False)
-    return path
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            self._out = self._out or pq.ParquetWriter(self.tmp, table.schema)
+            self._out.write_table(table)
+
+    def _trace(self):
+        if self._out is None:
+            from .writer import TraceWriter
+            self._out = TraceWriter(self.path, TraceMeta(anchor_ticks=DEMAND_EPOCH_NS,
+                                                         clock_source=Clock.SYNTHETIC,
+                                                         producer="magnet demand"))
+        return self._out
+
+    def close(self) -> None:
+        if self._aborted:
+            return
+        if self._out is None:                        # no pieces: an empty file of the kind
+            self.write(Demand.from_arrays([], []))
+        if self.kind == "magnet":
+            self._out.close()
+            return
+        self._out.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        self._aborted = True
+        if self.kind == "magnet":
+            if self._out is not None:
+                self._out.abort()
+            return
+        if self._out is not None:
+            self._out.close()
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
 
 
 def to_frame(demand: Demand):
@@ -156,15 +225,13 @@ def to_frame(demand: Demand):
                          "direction": DIRECTION_NAMES[demand.direction], "size": demand.size})
 
 
-def _write_trace(demand: Demand, path: str) -> str:
+def _records(demand: Demand) -> np.ndarray:
     rec = empty_records(len(demand))
     rec["sockid"] = demand.sockid
     rec["timestamp"] = demand.time_ns + DEMAND_EPOCH_NS
     rec["event"] = np.where(demand.direction == RECV, Event.SOCK_RECV, Event.SOCK_SEND)
     rec["size"] = demand.size
-    meta = TraceMeta(anchor_ticks=DEMAND_EPOCH_NS, clock_source=Clock.SYNTHETIC,
-                     producer="magnet demand")
-    return write(path, rec, meta)
+    return rec
 
 
 def _kind(path: str) -> str:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import format as fmt
-from .trace import Trace
+from .accumulate import Growing, Index, Moments, OrderStats
+from .format import Event
+from .scan import ahead
+from .trace import Batch, Trace
 
 QUANTILES = (0.05, 0.5, 0.95, 0.99)
 # Layer rows in stack order, send path first.
@@ -105,35 +108,228 @@ def modulation(trace: Trace, sockid: int | None = None, data_only: bool = True):
 
     data_only leaves out events that moved no data (pure ACKs, EOF reads, errors),
     as the paper's Table II does; TCP rows include retransmissions, also counted
-    alone in `retrans`.
+    alone in `retrans`.  With data_only False every event counts, and `errors`
+    counts those whose size is an error code: they add nothing to bytes or sizes.
+
+    The trace is read in batches into per-stream accumulators (memory does not grow
+    with the file); quantiles are exact, which may take a second pass.
     """
     codes = sorted(fmt.NETWORK_EVENTS)
-    pos = trace.select(codes, sockid)
-    ns, size = trace.series(pos)
-    return modulation_of(ns, size, trace.column_at("event", pos), trace.column_at("sockid", pos),
-                         data_only)
+    return _Modulation(data_only).run(lambda: trace.time_batches(codes, sockid))
 
 
 def modulation_of(ns: np.ndarray, size: np.ndarray, event: np.ndarray, sid: np.ndarray,
                   data_only: bool = True):
     """The modulation table of network events given as columns (what modulation() reads
     from a trace; the trace library computes it from Parquet with this same function)."""
-    keep = (size > 0) if data_only else np.ones(len(size), bool)
-    keep &= sid != 0
-    ns, size, event, sid = ns[keep], size[keep], event[keep], sid[keep]
-    row_of = np.zeros(fmt.EVENT_TABLE_SIZE, np.int64)
-    for ev, where in fmt.NETWORK_EVENTS.items():
-        row_of[ev] = LAYER_ROWS.index(where)
-    streams, sidx = np.unique(sid, return_inverse=True)
-    group = sidx.astype(np.int64) * len(LAYER_ROWS) + row_of[event]
-    ngroups = len(streams) * len(LAYER_ROWS)
-    table = series_table(group, ns, size, ngroups)
-    table.insert(0, "sockid", np.repeat(streams, len(LAYER_ROWS)))
-    table.insert(1, "layer", [layer for _ in streams for layer, _ in LAYER_ROWS])
-    table.insert(2, "direction", [d for _ in streams for _, d in LAYER_ROWS])
-    retrans = np.bincount(group[event == fmt.Event.TCP_RETRANS], minlength=ngroups)
-    table.insert(4, "retrans", retrans)
-    return table[table["events"] > 0].reset_index(drop=True)
+    batch = Batch(np.asarray(sid, np.uint64), np.asarray(event), np.asarray(ns, np.int64),
+                  np.asarray(size, np.int64))
+    return _Modulation(data_only).run(lambda: [batch])
+
+
+ROW_OF_EVENT = np.zeros(fmt.EVENT_TABLE_SIZE, np.int64)
+for _ev, _where in fmt.NETWORK_EVENTS.items():
+    ROW_OF_EVENT[_ev] = LAYER_ROWS.index(_where)
+NROWS = len(LAYER_ROWS)
+SIZE_TOP = np.iinfo(np.int32).max
+RANK_CELLS = 1 << 23          # histogram cells per quantity (zeroed lazily: resident only where used)
+INT64_MIN = np.iinfo(np.int64).min
+
+
+class _Spacing:
+    """Gaps between consecutive events of each group, from batches in time order."""
+
+    def __init__(self):
+        self.cols = Growing(first=(np.int64, np.iinfo(np.int64).max), last=(np.int64, INT64_MIN))
+
+    def gaps(self, group: np.ndarray, ns: np.ndarray, ordered: bool, ngroups: int):
+        """(group, gap ns) of every event after its group's first, and per group the
+        batch's gap count and sum; updates first and last."""
+        self.cols.cover(ngroups)
+        if not len(group):
+            return group, ns, np.zeros(ngroups, np.int64), np.zeros(ngroups)
+        key = group.astype(np.uint16) if ngroups <= 1 << 16 else group   # 16 bits: a radix sort
+        if ordered:
+            order = np.argsort(key, kind="stable")
+        else:
+            order = np.argsort(ns, kind="stable")
+            order = order[np.argsort(key[order], kind="stable")]
+        g, t = group[order], ns[order]
+        head = np.r_[True, g[1:] != g[:-1]]
+        starts = np.flatnonzero(head)                       # one run per group
+        ends = np.r_[starts[1:], len(g)] - 1
+        first, last = self.cols.view("first"), self.cols.view("last")
+        runs = g[starts]
+        before = last[runs]
+        seen = before != INT64_MIN
+        first[runs] = np.minimum(first[runs], t[starts])
+        last[runs] = t[ends]
+        inside = ~head[1:]
+        cross = t[starts][seen] - before[seen]
+        count, total = np.zeros(ngroups, np.int64), np.zeros(ngroups)
+        count[runs] = ends - starts + seen                   # gaps sum to the run's span
+        total[runs] = (t[ends] - t[starts]) + np.where(seen, t[starts] - np.where(seen, before, 0), 0)
+        gap_group = np.concatenate([runs[seen], g[1:][inside]])
+        gap = np.concatenate([cross, np.diff(t)[inside]])
+        return gap_group, gap, count, total
+
+
+class _Modulation:
+    """Accumulators of the modulation table, fed batch by batch."""
+
+    def __init__(self, data_only: bool):
+        self.data_only = data_only
+        self.streams = Index()
+        self.counts = Growing(events=(np.int64, 0), retrans=(np.int64, 0), errors=(np.int64, 0),
+                              bytes=(np.int64, 0))
+        self.spacing = _Spacing()
+        self.size_moments, self.gap_moments = Moments(), Moments()
+        self.size_ranks = OrderStats(m=10, top=SIZE_TOP, cells=RANK_CELLS)
+        self.gap_ranks = OrderStats(m=7, top=(1 << 52) - 1, cells=RANK_CELLS)
+
+    def run(self, batches):
+        for prepared in ahead(batches(), self._prepare):
+            self._accumulate(*prepared)
+        self._want()
+        while True:
+            sizes_open, gaps_open = not self.size_ranks.resolve(), not self.gap_ranks.resolve()
+            if not (sizes_open or gaps_open):
+                return self._table()
+            for batch in batches():                   # more passes: only what is still open
+                self._refeed(batch, sizes_open, gaps_open)
+
+    def _groups(self, batch: Batch):
+        """The batch's kept events and their groups (stream index * rows + layer row)."""
+        keep = batch.sockid != 0
+        if self.data_only:
+            keep &= batch.size > 0
+        b = batch if keep.all() else batch.part(keep)
+        group = self.streams.of(b.sockid) * NROWS + ROW_OF_EVENT[b.event]
+        return b, group, len(self.streams) * NROWS
+
+    def _prepare(self, batch: Batch):
+        """Counts, and the sizes and gaps of a batch: runs a batch ahead of _accumulate, on
+        another thread (each accumulator is touched by one of the two only)."""
+        b, group, ngroups = self._groups(batch)
+        c = self.counts
+        c.cover(ngroups)
+        per_group = np.bincount(group, minlength=ngroups)
+        c.view("events")[:] += per_group
+        present = np.flatnonzero(per_group)
+        retrans = b.event == Event.TCP_RETRANS
+        if retrans.any():
+            c.view("retrans")[:] += np.bincount(group[retrans], minlength=ngroups)
+        g, size, sized_per_group = group, b.size, per_group
+        if not self.data_only and size.min(initial=0) < 0:
+            sized = size >= 0
+            c.view("errors")[:] += np.bincount(group[~sized], minlength=ngroups)
+            g, size = group[sized], size[sized]
+            sized_per_group = np.bincount(g, minlength=ngroups)
+        size_sum = np.bincount(g, weights=size, minlength=ngroups)
+        c.view("bytes")[:] += np.rint(size_sum).astype(np.int64)
+        sizes = g, size, sized_per_group, size_sum
+        return ngroups, present, sizes, self.spacing.gaps(group, b.ns, b.ordered, ngroups)
+
+    def _accumulate(self, ngroups: int, present: np.ndarray, sizes, gaps) -> None:
+        g, size, sized_per_group, size_sum = sizes
+        self.size_moments.add(g, size, ngroups, sized_per_group, size_sum)
+        self.size_ranks.add(g, size, present)
+        gap_group, gap, gap_count, gap_sum = gaps
+        self.gap_moments.add(gap_group, gap, ngroups, gap_count, gap_sum)
+        self.gap_ranks.add(gap_group, gap, present)
+
+    def _refeed(self, batch: Batch, sizes: bool, gaps: bool) -> None:
+        b, group, ngroups = self._groups(batch)
+        if sizes:
+            sized = b.size >= 0
+            need = sized & self.size_ranks.needs(group)
+            self.size_ranks.add(group[need], b.size[need])
+        if gaps:
+            need = self.gap_ranks.needs(group)
+            gap_group, gap, _, _ = self.pass_spacing.gaps(group[need], b.ns[need], b.ordered, ngroups)
+            self.gap_ranks.add(gap_group, gap)
+
+    # ------------------------------------------------------------ quantiles ---
+    def _order(self) -> np.ndarray:
+        """Group ids in the table's order: streams by sockid, then the layer rows."""
+        by_sockid = np.argsort(self.streams.ids, kind="stable")
+        return (by_sockid[:, None] * NROWS + np.arange(NROWS)).reshape(-1)
+
+    def _want(self) -> None:
+        order = self._order()
+        self.size_at = _ranks(self.size_ranks, self.size_moments.count()[order], order, QUANTILES)
+        self.gap_at = _ranks(self.gap_ranks, self.gap_moments.count()[order], order, QUANTILES)
+        self.pass_spacing = _Spacing()
+
+    # ---------------------------------------------------------------- table ---
+    def _table(self):
+        import pandas as pd
+        order = self._order()
+        n = len(order)
+        c = {name: self.counts.view(name)[order] if n else np.zeros(0, np.int64)
+             for name in ("events", "retrans", "errors", "bytes")}
+        sizes = _summary(self.size_moments, self.size_ranks, self.size_at, order, 1.0)
+        spacing = _summary(self.gap_moments, self.gap_ranks, self.gap_at, order, 1e9)
+        first = self.spacing.cols.view("first")[order].astype(np.float64) if n else np.zeros(0)
+        last = self.spacing.cols.view("last")[order].astype(np.float64) if n else np.zeros(0)
+        empty = c["events"] == 0
+        first[empty], last[empty] = np.nan, np.nan
+        span = (last - first) / 1e9
+        total = c["bytes"].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            table = pd.DataFrame({
+                "sockid": np.repeat(np.sort(self.streams.ids), NROWS),
+                "layer": [layer for _ in range(len(self.streams)) for layer, _ in LAYER_ROWS],
+                "direction": [d for _ in range(len(self.streams)) for _, d in LAYER_ROWS],
+                "events": c["events"], "retrans": c["retrans"],
+                **({} if self.data_only else {"errors": c["errors"]}),
+                "bytes": c["bytes"],
+                "mean_size": sizes["mean"], "p50_size": sizes["p50"], "p5_size": sizes["p5"],
+                "p95_size": sizes["p95"], "cv_size": sizes["cv"],
+                "mean_spacing_s": spacing["mean"], "p50_spacing_s": spacing["p50"],
+                "p5_spacing_s": spacing["p5"], "p95_spacing_s": spacing["p95"],
+                "p99_spacing_s": spacing["p99"], "cv_spacing": spacing["cv"],
+                "span_s": span,
+                "throughput_bps": np.where(span > 0, total * 8 / span, np.nan),
+                "first_ns": first,
+            })
+        return table[table["events"] > 0].reset_index(drop=True)
+
+
+def _ranks(ranks: OrderStats, count: np.ndarray, order: np.ndarray, quantiles) -> dict:
+    """Ask for the order statistics of each quantile, as group_stats interpolates them
+    (the same float arithmetic, on the same positions of one sorted array of all groups)."""
+    start = np.concatenate(([0], np.cumsum(count)[:-1])).astype(np.int64)
+    has = count > 0
+    plan, wants = {}, []
+    for q in quantiles:
+        exact = start + q * np.maximum(count - 1, 0)
+        lo = np.floor(exact).astype(np.int64)
+        hi = np.minimum(lo + 1, start + count - 1)
+        plan[q] = (exact - lo, len(wants))
+        wants += [lo - start, hi - start]
+    rank = np.stack(wants)                                     # (2 * quantiles, groups)
+    groups = np.broadcast_to(order, rank.shape)
+    ranks.want(groups[:, has].reshape(-1), rank[:, has].reshape(-1))
+    return {"plan": plan, "has": has, "shape": (len(wants), int(has.sum()))}
+
+
+def _summary(moments: Moments, ranks: OrderStats, at: dict, order: np.ndarray, unit: float) -> dict:
+    """mean, cv and quantiles per group (in table order), in `unit`s."""
+    n = len(order)
+    count = moments.count()[order] if n else np.zeros(0, np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (moments.total()[order] / unit) / count if n else np.zeros(0)
+        std = moments.std()[order] / unit if n else np.zeros(0)
+        out = {"mean": mean, "cv": np.where(np.abs(std / mean) < 1e-9, 0.0, std / mean)}
+    values = ranks.values.reshape(at["shape"]).astype(np.float64) / unit if at["shape"][1] else None
+    for q, (frac, k) in at["plan"].items():
+        col = np.full(n, np.nan)
+        if values is not None:
+            f = frac[at["has"]]
+            col[at["has"]] = values[k] * (1 - f) + values[k + 1] * f
+        out[f"p{q * 100:g}"] = col
+    return out
 
 
 def stack_table(series: list[tuple[str, np.ndarray, np.ndarray]]):

@@ -34,6 +34,15 @@ def fsync(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def temporary(path: str | os.PathLike) -> str:
+    """A new empty file (mode 0600) next to `path`, to be renamed over it."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    return tmp
+
+
 @contextmanager
 def replacing(path: str | os.PathLike, durable: bool = False):
     """Yield a temporary path (mode 0600) next to `path` to write; it replaces
@@ -42,8 +51,7 @@ def replacing(path: str | os.PathLike, durable: bool = False):
     also survives a power cut (the file and the rename are flushed)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    os.close(fd)
+    tmp = temporary(path)
     try:
         yield tmp
         if durable:

@@ -82,6 +82,22 @@ def in_parallel(fn, ranges: list[tuple[int, int]]) -> list:
         return list(pool.map(lambda r: fn(*r), ranges))
 
 
+def ahead(items, prepare=lambda item: item):
+    """prepare(item) of each item (and the next item itself), computed one item ahead on a
+    second thread: numpy releases the GIL, so producing the next overlaps using this one."""
+    items = iter(items)
+
+    def step():
+        item = next(items, None)
+        return None if item is None else prepare(item)
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(step)
+        while (prepared := future.result()) is not None:
+            future = pool.submit(step)
+            yield prepared
+
+
 def populate(trace, lo: int, hi: int) -> None:
     """Map the pages of records[lo:hi] in one call instead of a fault per page."""
     mm = trace._mmap
@@ -91,6 +107,26 @@ def populate(trace, lo: int, hi: int) -> None:
         mm.madvise(MADV_POPULATE_READ, begin, end - begin)
     except (OSError, ValueError):
         pass                            # older kernel: pages fault in one by one
+
+
+def release(trace, lo: int, hi: int) -> None:
+    """Unmap the pages of records[lo:hi] from this process once read (see release_pages)."""
+    release_pages(trace._mmap, lo * trace.record_size, hi * trace.record_size)
+
+
+def release_pages(mm, begin: int, end: int) -> None:
+    """Unmap the whole pages of bytes [begin, end) of a read-only file mapping: they stay in
+    the page cache, but the process's resident memory no longer grows with the file."""
+    if not isinstance(mm, mmap.mmap):
+        return
+    page = mmap.PAGESIZE
+    begin = -(-begin // page) * page
+    end = min(end, len(mm)) // page * page
+    if end > begin:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, begin, end - begin)
+        except (OSError, ValueError):
+            pass
 
 
 def _scan_range(trace, lo: int, hi: int) -> _Part:
@@ -106,6 +142,7 @@ def _scan_range(trace, lo: int, hi: int) -> _Part:
         ts = chunk["timestamp"].astype(np.int64)
         _count(p, ev, size, clo)
         prev = _times(p, ts, clo, prev)
+        release(trace, clo, chi)
     return p
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import mmap
 import os
 import sys
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -12,7 +13,7 @@ from . import format as fmt
 from .errors import TraceError
 from .format import Event
 from .meta import MAX_META_RECORDS, TraceMeta, check_sysinfo, decode_header
-from .scan import CHUNK, Scan, in_parallel, populate, split
+from .scan import CHUNK, Scan, in_parallel, populate, release, split
 from .scan import scan as scan_trace
 
 # Records per step of the pandas-based passes (streams, parse): bounds their temporaries.
@@ -221,8 +222,8 @@ class Trace:
             return 0
         if self.exact_ns_clock:
             return s.max_ticks - s.min_ticks
-        ns = self.ns[self.header_len:]
-        return int(ns.max() - ns.min())
+        spans = [(ns.min(), ns.max()) for ns in (self.ns_at(np.arange(lo, hi)) for lo, hi in self.chunks())]
+        return int(max(hi for _, hi in spans) - min(lo for lo, _ in spans))
 
     # ----------------------------------------------------------- selection ---
     def select(self, events=None, sockid: int | None = None, start: int | None = None,
@@ -254,6 +255,65 @@ class Trace:
             keep &= chunk["sockid"] == np.uint64(sockid)
         return keep
 
+    def time_batches(self, events, sockid: int | None = None, size: int | None = None):
+        """The records with one of `events` (and this sockid), a batch of columns at a time,
+        such that no record of a later batch is earlier than any of this one.
+
+        A trace whose records are in time order is read chunk by chunk.  Otherwise a record
+        waits until no later chunk can hold an earlier one (the earliest time of each later
+        chunk is found first), so a batch may span chunks; each batch is then unordered
+        inside (Batch.ordered False)."""
+        table = _code_table(events)
+        size = size or CHUNK_RECORDS
+        if self.exact_ns_clock and self.scan.backsteps == 0:
+            yield from self.batches(events, sockid, size, ordered=True)
+            return
+        bounds = list(self.chunks(size=size))
+        floor = self._later_floor(bounds)
+        pending = None
+        for k, (lo, hi) in enumerate(bounds):
+            batch = self._batch(table, sockid, lo, hi, ordered=False)
+            release(self, lo, hi)
+            pending = batch if pending is None else pending.joined(batch)
+            ready = pending.ns <= floor[k + 1]
+            yield pending.part(ready)
+            pending = pending.part(~ready)
+        if pending is not None and len(pending.ns):
+            yield pending
+
+    def batches(self, events, sockid: int | None = None, size: int | None = None, ordered: bool = False):
+        """The records with one of `events` (and this sockid), a chunk of columns at a time, in file order."""
+        table = _code_table(events)
+        for lo, hi in self.chunks(size=size or CHUNK_RECORDS):
+            yield self._batch(table, sockid, lo, hi, ordered)
+            release(self, lo, hi)
+
+    def _batch(self, table: np.ndarray, sockid: int | None, lo: int, hi: int, ordered: bool) -> "Batch":
+        populate(self, lo, hi)
+        ev = self.column("event", lo, hi)
+        keep = table[np.minimum(ev, len(table) - 1)]
+        sid = self.column("sockid", lo, hi)
+        if sockid is not None:
+            keep &= sid == np.uint64(sockid)
+        if keep.all():
+            keep = slice(None)                       # every record: copies, not selections
+        ts = self.column("timestamp", lo, hi)
+        if self.exact_ns_clock:
+            ns = np.array(ts.view(np.int64)[keep])
+        else:
+            ns = self.to_ns(ts[keep], np.arange(lo, hi)[keep])
+        return Batch(np.array(sid[keep]), np.array(ev[keep]), ns,
+                     self.column("size", lo, hi)[keep].astype(np.int64), ordered)
+
+    def _later_floor(self, bounds: list[tuple[int, int]]) -> np.ndarray:
+        """Per chunk k, the earliest ns of chunks k.. (and +inf after the last)."""
+        least = np.empty(len(bounds) + 1, np.float64)
+        least[-1] = np.inf
+        for k, (lo, hi) in enumerate(bounds):
+            least[k] = self.ns_at(np.arange(lo, hi)).min() if not self.exact_ns_clock \
+                else self.column("timestamp", lo, hi).view(np.int64).min()
+        return np.minimum.accumulate(least[::-1])[::-1]
+
     def column_at(self, name: str, positions: np.ndarray) -> np.ndarray:
         """One field of the records at `positions`, in native byte order."""
         col = self.records[name][positions]
@@ -270,34 +330,36 @@ class Trace:
 
     def stream_ids(self) -> np.ndarray:
         """The sockids with network events, sorted."""
-        return self.streams().index.to_numpy(np.uint64)
+        from .accumulate import Index
+        streams = Index()
+        for b in self.batches(sorted(fmt.NETWORK_EVENTS)):
+            streams.of(b.sockid[b.sockid != 0])
+        return np.sort(streams.ids)
 
     def streams(self):
         """Per stream (sockid): first/last ns and, per network event, records and bytes.
 
-        A pandas DataFrame indexed by sockid; built chunk by chunk with hash
-        grouping, so memory stays bounded by the number of streams.
-        """
-        import pandas as pd
-        codes = np.array(sorted(fmt.NETWORK_EVENTS), np.uint32)
-        parts = []
-        for lo, hi in self.chunks():
-            ev = self.column("event", lo, hi)
-            net = np.isin(ev, codes)
-            sid = self.column("sockid", lo, hi)[net]
-            keep = sid != 0
-            frame = pd.DataFrame({
-                "sockid": sid[keep], "event": ev[net][keep],
-                "bytes": np.maximum(self.column("size", lo, hi)[net][keep], 0).astype(np.int64),
-                "ns": self.ns_at(np.arange(lo, hi)[net][keep])})
-            parts.append(frame.groupby(["sockid", "event"]).agg(
-                records=("bytes", "size"), bytes=("bytes", "sum"),
-                first=("ns", "min"), last=("ns", "max")))
-        if not parts:
-            return pd.DataFrame()
-        g = pd.concat(parts).groupby(level=[0, 1]).agg(
-            {"records": "sum", "bytes": "sum", "first": "min", "last": "max"})
-        return _stream_table(g)
+        A pandas DataFrame indexed by sockid, sorted; built batch by batch into
+        per-stream accumulators, so memory stays bounded by the number of streams."""
+        from .accumulate import Growing, Index
+        codes = sorted(fmt.NETWORK_EVENTS)
+        column_of = np.zeros(fmt.EVENT_TABLE_SIZE, np.int64)
+        column_of[codes] = np.arange(len(codes))
+        streams, per = Index(), len(codes)
+        acc = Growing(first=(np.int64, np.iinfo(np.int64).max), last=(np.int64, np.iinfo(np.int64).min))
+        cells = Growing(records=(np.int64, 0), bytes=(np.int64, 0))
+        for b in self.batches(codes):
+            b = b.part(b.sockid != 0)
+            s = streams.of(b.sockid)
+            acc.cover(len(streams))
+            np.minimum.at(acc.view("first"), s, b.ns)
+            np.maximum.at(acc.view("last"), s, b.ns)
+            key = s * per + column_of[b.event]
+            cells.cover(len(streams) * per)
+            cells.view("records")[:] += np.bincount(key, minlength=len(cells))
+            cells.view("bytes")[:] += np.rint(np.bincount(key, weights=np.maximum(b.size, 0),
+                                                          minlength=len(cells))).astype(np.int64)
+        return _stream_table(streams.ids, acc, cells, codes)
 
     # ------------------------------------------------------------ pandas ---
     def to_pandas(self, start: int | None = None, stop: int | None = None, header: bool = False):
@@ -323,19 +385,48 @@ class Trace:
         return pd.DataFrame(cols)
 
 
-def _stream_table(g):
-    """Pivot per-(sockid, event) aggregates into one row per stream."""
+@dataclass
+class Batch:
+    """Columns of some records: sockid, event, ns, size (int64); ordered: ns never decreases."""
+    sockid: np.ndarray
+    event: np.ndarray
+    ns: np.ndarray
+    size: np.ndarray
+    ordered: bool = False
+
+    def __len__(self) -> int:
+        return len(self.ns)
+
+    def part(self, keep: np.ndarray) -> "Batch":
+        return Batch(self.sockid[keep], self.event[keep], self.ns[keep], self.size[keep], self.ordered)
+
+    def joined(self, other: "Batch") -> "Batch":
+        return Batch(*(np.concatenate([a, b]) for a, b in
+                       ((self.sockid, other.sockid), (self.event, other.event),
+                        (self.ns, other.ns), (self.size, other.size))), self.ordered and other.ordered)
+
+
+def _code_table(events) -> np.ndarray:
+    """A lookup table: is this event code (below 256; larger codes clip to the last) wanted?"""
+    table = np.zeros(fmt.EVENT_TABLE_SIZE + 1, bool)
+    table[[int(e) for e in np.atleast_1d(events)]] = True
+    return table
+
+
+def _stream_table(ids: np.ndarray, acc, cells, codes: list[int]):
+    """The per-stream accumulators as a DataFrame, one row per sockid (sorted)."""
     import pandas as pd
-    table = pd.DataFrame(index=g.index.get_level_values(0).unique().sort_values())
-    table.index.name = "sockid"
-    table["first_ns"] = g["first"].groupby(level=0).min()
-    table["last_ns"] = g["last"].groupby(level=0).max()
-    for code in sorted(fmt.NETWORK_EVENTS):
+    order = np.argsort(ids, kind="stable")
+    table = pd.DataFrame(index=pd.Index(ids[order], dtype=np.uint64, name="sockid"))
+    if not len(ids):
+        return table
+    table["first_ns"] = acc.view("first")[order]
+    table["last_ns"] = acc.view("last")[order]
+    records = cells.view("records").reshape(len(ids), len(codes))[order]
+    nbytes = cells.view("bytes").reshape(len(ids), len(codes))[order]
+    for k, code in enumerate(codes):
         name = Event(code).name.lower()
-        for what in ("records", "bytes"):
-            col = g[what].xs(code, level=1) if code in g.index.get_level_values(1) else None
-            table[f"{name}_{what}"] = (col.reindex(table.index).fillna(0).astype(np.int64)
-                                       if col is not None else 0)
+        table[f"{name}_records"], table[f"{name}_bytes"] = records[:, k], nbytes[:, k]
     return table
 
 

@@ -23,6 +23,8 @@ def as_records(data, dtype: np.dtype) -> np.ndarray:
 
     Fields the input lacks are 0; fields `dtype` lacks are dropped.
     """
+    if isinstance(data, np.ndarray) and data.dtype == dtype:
+        return data                                  # already records of this layout
     names = data.dtype.names if isinstance(data, np.ndarray) else list(data.keys())
     if names is None:
         raise ValueError("records must be a structured array or a mapping of columns")
@@ -34,7 +36,26 @@ def as_records(data, dtype: np.dtype) -> np.ndarray:
     return out
 
 
-class TraceWriter:
+class Atomic:
+    """An output that is whole or absent: `with` closes it, or aborts it on an exception."""
+
+    def close(self):
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class TraceWriter(Atomic):
     """Write a trace to `path`: atomically (a temporary file renamed on close), mode 0600.
 
         with TraceWriter("x.magnet", TraceMeta(producer="me"), byteorder=">") as w:
@@ -90,15 +111,6 @@ class TraceWriter:
         self._file.close()
         if os.path.exists(self._tmp):
             os.unlink(self._tmp)
-
-    def __enter__(self) -> "TraceWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def write(path: str | os.PathLike, records, meta: TraceMeta | None = None, *,

@@ -22,6 +22,19 @@ def test_info(ftp, magnet):
     assert "SOCK_SEND" in out and "DEV_SEND" in out
 
 
+def test_info_shows_no_bytes_for_scheduler_events(tmp_path, magnet):
+    """A scheduler event's size is the CPU it ran on (docs/trace-format.md), not bytes."""
+    rec = magnetlib.empty_records(3)
+    rec["timestamp"] = [10, 20, 30]
+    rec["event"] = [Event.SOCK_SEND, Event.SCHED_SWITCH, Event.SCHED_ENTER]
+    rec["sockid"], rec["size"] = [7, (1 << 32) | 2, 2], [1000, 3, 0]
+    magnetlib.write(tmp_path / "s.magnet", rec)
+    rows = {line.split()[0]: line.split()[1:] for line in
+            magnet("info", tmp_path / "s.magnet", check=True).stdout_text.splitlines()[-3:]}
+    assert rows["SOCK_SEND"] == ["1", "1000", "0", "0"]
+    assert rows["SCHED_SWITCH"] == ["1", "-", "-", "-"] and rows["SCHED_ENTER"] == ["1", "-", "-", "-"]
+
+
 def test_parse_is_tab_delimited_with_header(ftp, magnet):
     lines = magnet("parse", ftp, check=True).stdout_text.splitlines()
     assert lines[0].split("\t") == ["timestamp_ns", "sockid", "event", "size"]

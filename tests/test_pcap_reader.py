@@ -107,6 +107,28 @@ def test_file_level_problems(tmp_path):
     assert (cap.flags & Flag.UNKNOWN_LINK).all() and cap.link_names() == "link type 147 (not decoded)"
 
 
+@pytest.mark.parametrize("segment", [64, 700, 5000])
+def test_segments_of_any_size_read_as_one_walk(tmp_path, monkeypatch, segment):
+    """The fast reader walks and decodes the file a segment at a time: however the segments
+    cut the records (and the fake headers in payloads), the packets and problems are the
+    sequential walk's."""
+    from magnetlib.pcap import fast
+    monkeypatch.setattr(fast, "SEGMENT_BYTES", segment)
+    rng = np.random.default_rng(5)
+    fake = struct.pack("<IIII", 1_700_000_000, 5, 20, 20) + bytes(20)
+    made = [f for f, _ in frames(1, n_rounds=2)] + [
+        bytes(rng.integers(0, 256, 14)) + fake * int(rng.integers(0, 4)) for _ in range(300)]
+    write_classic(tmp_path / "seg.pcap", made, 1, tail=b"\x01" * 9)
+    cap = same(tmp_path / "seg.pcap")
+    assert len(cap) == len(made) and "9 bytes after the last packet" in cap.problems[0]
+    raw = (tmp_path / "seg.pcap").read_bytes()[:-9]
+    (tmp_path / "trunc.pcap").write_bytes(raw[:-3])
+    cap = same(tmp_path / "trunc.pcap")
+    assert len(cap) == len(made) - 1 and "truncated final record" in cap.problems[0]
+    chunks = list(pcap.stream(tmp_path / "seg.pcap", engine="fast"))
+    assert len(chunks) > 1 and sum(len(c) for c in chunks) == len(made)
+
+
 @pytest.mark.parametrize("content,problem", [
     (b"", "empty file"), (b"\xd4\xc3", "too short"), (b"hello, this is text\n" * 3, "not a pcap"),
     (struct.pack("<IHH", 0xA1B2C3D4, 2, 4) + b"\0" * 4, "truncated pcap file header"),

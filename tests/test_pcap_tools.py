@@ -80,6 +80,27 @@ def test_from_pcap_directions_and_ext(tmp_path, magnet):
     assert not magnetlib.open(tmp_path / "i.magnet").has_ext
 
 
+def test_from_pcap_writes_the_ip_fields_it_marks_valid(tmp_path, magnet):
+    """The IP group of the extended data holds the packet's own TOS, TTL, ID and flags."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+    frames = [Ether() / IP(src="10.0.0.1", dst="10.0.0.2", ttl=64, flags="DF", id=0xC0D0, tos=0x10)
+              / TCP(sport=80, dport=5000, flags="PA") / (b"x" * 100),
+              Ether() / IPv6(src="fd00::1", dst="fd00::2", hlim=33, tc=0xB8)
+              / TCP(sport=81, dport=5001, flags="PA") / (b"y" * 10)]
+    wrpcap(str(tmp_path / "ip.pcap"), frames)
+    for engine in ("fast", "dpkt"):
+        out = tmp_path / f"{engine}.magnet"
+        magnet("from-pcap", tmp_path / "ip.pcap", "-o", out, "--engine", engine, "--local", "10.0.0.1", check=True)
+        t = magnetlib.open(out)
+        r = t.records[t.header_len:]
+        assert (r["valid"] & ExtValid.IP).all()
+        assert list(r["ip_ttl"]) == [64, 33] and list(r["ip_tos"]) == [0x10, 0xB8]
+        assert list(r["ip_id"]) == [0xC0D0, 0] and list(r["ip_frag_off"]) == [0x4000, 0]
+
+
 @pytest.mark.parametrize("workload", ["ftp", "mp3"])
 def test_round_trip_trace_pcap_trace(tmp_path, magnet, workload):
     src = tmp_path / "a.magnet"
@@ -135,6 +156,27 @@ def test_compare_by_size_and_plot(tmp_path, magnet):
     dev = s.device["send"]                         # the trace's own DEV_SEND events, paired by size/time
     assert dev["matched"] == trace.scan.counts[Event.DEV_SEND] and dev["only in the pcap"] == 0
     assert "DEV_SEND events vs pcap packets (paired by size and time): matched" in out
+
+
+def test_compare_streamed_equals_compare_in_memory(tmp_path, magnet, monkeypatch):
+    """compare reads the pcap a chunk at a time (three passes): with tiny chunks its answer
+    is the one it gives for the whole capture in memory."""
+    from magnetlib.pcap import fast
+    src = tmp_path / "f.magnet"
+    magnet("synth", "ftp-variable", "--duration", "3", "-o", src, check=True)
+    magnet("to-pcap", src, "-o", tmp_path / "f.pcap", check=True)
+    trace = magnetlib.open(src)
+    whole = pcap.compare.compare(trace, pcap.read(tmp_path / "f.pcap"))
+    monkeypatch.setattr(fast, "SEGMENT_BYTES", 5000)
+    monkeypatch.setattr(fast, "DECODED_PACKETS", 97)
+    streamed = pcap.compare.compare(trace, lambda: pcap.stream(tmp_path / "f.pcap", engine="fast"))
+    assert len(whole.streams) == len(streamed.streams) == 1
+    a, b = whole.streams[0], streamed.streams[0]
+    for direction in ("send", "recv"):
+        for name in ("ns", "size", "seq"):
+            assert np.array_equal(getattr(a.wire[direction], name), getattr(b.wire[direction], name))
+        assert a.table(direction).equals(b.table(direction))
+    assert a.device == b.device and a.retransmissions == b.retransmissions
 
 
 def test_compare_by_addresses(tmp_path, magnet):

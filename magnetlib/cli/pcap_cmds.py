@@ -6,7 +6,6 @@ import sys
 import numpy as np
 
 from .. import pcap
-from ..writer import write
 from .common import add_stream_arg, human_bytes, open_checked, print_frame, Status, warn
 
 TABLE_COLUMNS = {"stack": "", "events": "events", "bytes": "bytes", "mean_size": "mean size",
@@ -55,39 +54,46 @@ def _reader_args(p) -> None:
     p.add_argument("--mtu", type=int, help="link MTU for offload detection (default 1500, loopback 65536)")
 
 
-def read_capture(args) -> pcap.Capture:
-    """Read a capture, reporting what could not be read (status 2) and offload artefacts."""
-    cap = pcap.read(args.pcap, engine=args.engine)
+def stream_capture(args, take) -> tuple[pcap.Capture, pcap.Summary]:
+    """Read a capture a chunk at a time, handing each chunk to `take`; report what could not
+    be read (status 2), malformed packets and offload artefacts.  Returns the capture's
+    file-level facts (no packets) and its summary."""
+    packets = pcap.stream(args.pcap, engine=args.engine)
+    summary = pcap.Summary(args.mtu)
+    for chunk in packets:
+        summary.add(chunk)
+        take(chunk)
+    report_capture(packets.capture, summary)
+    return packets.capture, summary
+
+
+def report_capture(cap: pcap.Capture, summary: pcap.Summary) -> None:
     for problem in cap.problems:
         warn(f"{cap.path}: {problem}")
         Status.code = 2
-    bad = cap.malformed
-    if bad.any():
-        counts = pcap.columns.flag_counts(cap.flags[bad] & pcap.MALFORMED)
-        warn(f"{cap.path}: {int(bad.sum())} malformed packets skipped "
+    if summary.malformed:
+        counts = summary.malformed_counts()
+        warn(f"{cap.path}: {summary.malformed} malformed packets skipped "
              f"({', '.join(f'{k} {v}' for k, v in counts.items())})")
-    message = pcap.offload.oversize(cap, args.mtu).message()
+    message = summary.oversize(cap).message()
     if message:
         warn(f"{cap.path}: {message}")
-    return cap
 
 
 # -------------------------------------------------------------- pcap-info ---
 def cmd_pcap_info(args) -> int:
-    cap = read_capture(args)
-    flows = pcap.flows.group(cap)
-    p = cap.packets
+    flows = pcap.flows.FlowTable()
+    cap, s = stream_capture(args, flows.add)
     fmt_name = cap.format + (f", {'nanosecond' if cap.nanosecond else 'microsecond'} timestamps"
                              if cap.format == "pcap" else "")
     rows = [("file", cap.path), ("format", f"{fmt_name}, {'little' if cap.byteorder == '<' else 'big'}-endian"),
             ("link", cap.link_names()), ("snaplen", str(cap.snaplen)),
-            ("packets", f"{len(cap)} ({human_bytes(float(p['origlen'].sum()))} on the wire)"),
-            ("duration", f"{cap.duration_ns / 1e9:.6f} s"),
-            ("IP", f"{int(cap.ip.sum())} usable (IPv4 {int((p['ip_version'] == 4).sum())}, "
-                   f"IPv6 {int((p['ip_version'] == 6).sum())})"),
+            ("packets", f"{s.packets} ({human_bytes(float(s.wire_bytes))} on the wire)"),
+            ("duration", f"{s.duration_ns / 1e9:.6f} s"),
+            ("IP", f"{s.usable_ip} usable (IPv4 {s.ipv4}, IPv6 {s.ipv6})"),
             ("flows", f"{len(flows)} TCP/UDP"),
             ("reader", f"{cap.engine}" + (f" ({cap.fallback} packets decoded by dpkt)" if cap.engine == "fast" else ""))]
-    counts = cap.flag_counts()
+    counts = s.flag_counts()
     if counts:
         rows.append(("flagged", ", ".join(f"{k} {v}" for k, v in counts.items())))
     if cap.interface_drops:
@@ -99,7 +105,7 @@ def cmd_pcap_info(args) -> int:
         print(f"{k:<{width}}  {v}")
     if len(flows):
         print()
-        t = flows.table.drop(columns=["first_ns", "last_ns"]).head(20)
+        t = flows.table().drop(columns=["first_ns", "last_ns"]).head(20)
         print_frame(t)
         if len(flows) > 20:
             print(f"... and {len(flows) - 20} more flows")
@@ -108,16 +114,17 @@ def cmd_pcap_info(args) -> int:
 
 # -------------------------------------------------------------- from-pcap ---
 def cmd_from_pcap(args) -> int:
-    cap = read_capture(args)
     local = None
     if args.local:
         try:
             local = pcap.convert.parse_address(args.local)
         except ValueError as e:
             raise SystemExit(f"magnet: --local: {e}") from None
-    out = pcap.convert.from_pcap(cap, local=local, ext=not args.no_ext)
-    write(args.output, out.records, out.meta)
-    print(f"{args.output}: {len(out.records)} DEV_SEND/DEV_RECV records from {out.flows} flows; local host "
+    first = pcap.convert.PcapFlows()
+    cap, _ = stream_capture(args, first.add)
+    out = pcap.convert.write_from_pcap(cap, first, pcap.stream(args.pcap, engine=args.engine), args.output,
+                                       local=local, ext=not args.no_ext)
+    print(f"{args.output}: {out.count} DEV_SEND/DEV_RECV records from {out.flows} flows; local host "
           f"{out.local.name} ({out.local.how}); {out.skipped} packets that are not whole TCP/UDP "
           f"packets left out" + (f"; {out.foreign_flows} flows without the local host, directed "
                                  "from their initiator" if out.foreign_flows else ""), file=sys.stderr)
@@ -138,8 +145,9 @@ def cmd_to_pcap(args) -> int:
 # ---------------------------------------------------------------- compare ---
 def cmd_compare(args) -> int:
     trace = open_checked(args.trace)
-    cap = read_capture(args)
-    result = pcap.compare.compare(trace, cap)
+    first = pcap.compare.WireFlows()
+    stream_capture(args, first.add)
+    result = pcap.compare.compare(trace, lambda: pcap.stream(args.pcap, engine=args.engine), first)
     print(f"clock: {result.clock_note}")
     shown = [s for s in result.streams if args.stream is None or s.sockid == args.stream]
     if not result.streams and not result.unmatched_streams:
@@ -151,7 +159,7 @@ def cmd_compare(args) -> int:
         print(f"magnet: {args.trace}: {which} matched a TCP flow of {args.pcap}", file=sys.stderr)
         return 2
     for s in shown:
-        _print_stream(s, result.flows)
+        _print_stream(s, result.flow_table)
     if result.unmatched_streams:
         print(f"\nstreams without a flow: {' '.join(f'{sid:#x}' for sid in result.unmatched_streams)}")
     if result.unmatched_flows:
@@ -162,8 +170,8 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def _print_stream(s, flows) -> None:
-    f = flows.table.loc[s.flow]
+def _print_stream(s, flow_table) -> None:
+    f = flow_table.loc[s.flow]
     a, b = f"{f['a_addr']}:{f['a_port']}", f"{f['b_addr']}:{f['b_port']}"
     local, remote = (a, b) if s.local_side == 0 else (b, a)
     print(f"\n== stream {s.sockid:#x} <-> flow {s.flow}: {local} -> {remote} (matched by {s.how})")

@@ -9,6 +9,7 @@ import numpy as np
 from .. import demand as demand_mod
 from .. import format as fmt
 from .. import knobs, metrics, synth
+from ..accumulate import Index
 from ..format import Event, ExtValid
 from ..trace import NATIVE, event_names, format_addresses
 from .common import add_stream_arg, human_bytes, open_checked, print_frame
@@ -115,8 +116,11 @@ def _capture_rows(m) -> list[tuple[str, str]]:
 def _print_event_table(s) -> None:
     print(f"{'event':<14}{'records':>12}{'bytes':>16}{'errors':>9}{'zero-size':>11}")
     for ev in sorted(s.counts):
-        print(f"{Event(ev).name:<14}{s.counts[ev]:>12}{s.bytes[ev] if ev != Event.LOST else 0:>16}"
-              f"{s.errors[ev]:>9}{s.zero_size[ev]:>11}")
+        if ev in fmt.SCHED_EVENTS:             # size is a CPU number: no bytes, errors or zero sizes
+            nbytes, errors, zero = "-", "-", "-"
+        else:
+            nbytes, errors, zero = s.bytes[ev] if ev != Event.LOST else 0, s.errors[ev], s.zero_size[ev]
+        print(f"{Event(ev).name:<14}{s.counts[ev]:>12}{nbytes:>16}{errors:>9}{zero:>11}")
 
 
 # ------------------------------------------------------------------ parse ---
@@ -153,17 +157,40 @@ def cmd_parse(args) -> int:
 # ----------------------------------------------------------------- demand ---
 def cmd_demand(args) -> int:
     trace = open_checked(args.trace)
-    d = demand_mod.extract(trace, args.stream, args.direction, args.layer)
-    if len(d) == 0:
-        which = "any stream" if args.stream is None else f"stream {knobs.fmt_stream(args.stream)}"
-        print(f"magnet: {args.trace}: {which} has no {args.layer.upper()} events that moved data",
-              file=sys.stderr)
-        return 2
-    demand_mod.write_demand(d, args.output)
-    print(f"{args.output}: {len(d)} events, {d.total_bytes} bytes over {d.duration_ns / 1e9:.6f} s "
-          f"from {len(np.unique(d.sockid))} stream(s); left out {d.errors} failed and "
-          f"{d.zero} zero-byte calls", file=sys.stderr)
+    left, written = demand_mod.Left(), _Written()
+    with demand_mod.DemandWriter(args.output) as out:
+        for piece in demand_mod.pieces(trace, args.stream, args.direction, args.layer, left):
+            if len(piece):
+                out.write(written.relative(piece))
+        if not written.calls:
+            out.abort()
+            which = "any stream" if args.stream is None else f"stream {knobs.fmt_stream(args.stream)}"
+            print(f"magnet: {args.trace}: {which} has no {args.layer.upper()} events that moved data",
+                  file=sys.stderr)
+            return 2
+    print(f"{args.output}: {written.calls} events, {written.bytes} bytes over {written.duration_ns / 1e9:.6f} s "
+          f"from {len(written.streams)} stream(s); left out {left.errors} failed and "
+          f"{left.zero} zero-byte calls", file=sys.stderr)
     return 0
+
+
+class _Written:
+    """What a demand file holds so far; times made relative to its first call."""
+
+    def __init__(self):
+        self.calls = self.bytes = self.duration_ns = 0
+        self.start_ns = None
+        self.streams = Index()
+
+    def relative(self, piece):
+        if self.start_ns is None:
+            self.start_ns = int(piece.time_ns[0])
+        piece.time_ns = piece.time_ns - self.start_ns
+        self.calls += len(piece)
+        self.bytes += piece.total_bytes
+        self.duration_ns = int(piece.time_ns[-1])
+        self.streams.of(piece.sockid)
+        return piece
 
 
 # ------------------------------------------------------------------ stats ---
@@ -178,7 +205,11 @@ def cmd_stats(args) -> int:
     table = metrics.modulation(trace, args.stream, data_only=not args.all_events)
     if args.csv:
         table.to_csv(args.csv, index=False)
-    shown = table[list(STATS_COLUMNS)].rename(columns=STATS_COLUMNS)
+    columns = dict(STATS_COLUMNS)
+    if args.all_events:                   # failed calls: counted as events, never as bytes
+        columns = {k: v for k, v in [*list(columns.items())[:4], ("errors", "errors"),
+                                     *list(columns.items())[4:]]}
+    shown = table[list(columns)].rename(columns=columns)
     shown["Mb/s"] = shown["Mb/s"] / 1e6
     shown["stream"] = [knobs.fmt_stream(s) for s in shown["stream"]]
     print_frame(shown)

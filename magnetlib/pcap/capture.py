@@ -1,7 +1,7 @@
 """A capture file read into per-packet columns, with what could not be read."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -59,3 +59,23 @@ class Capture:
     def duration_ns(self) -> int:
         t = self.packets["time_ns"]
         return int(t.max() - t.min()) if len(t) else 0
+
+
+class PacketStream:
+    """A capture read a chunk of packets at a time: iterate for PACKET_DTYPE arrays in file
+    order; `capture` holds the file-level facts (its packets empty), complete once the
+    iteration has ended (problems, trailing bytes, fallback, link types, drops)."""
+
+    def __init__(self, capture: Capture, chunks):
+        self.capture = capture
+        self._chunks = chunks
+
+    def __iter__(self):
+        from ..scan import ahead
+        yield from ahead(self._chunks)             # the next chunk is read while this one is used
+
+    def read(self) -> Capture:
+        """Every packet at once (as Capture.packets)."""
+        parts = list(self)
+        packets = np.concatenate(parts) if parts else self.capture.packets
+        return replace(self.capture, packets=packets)

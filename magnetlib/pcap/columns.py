@@ -11,6 +11,8 @@ Column meanings (0 where a packet has no such field):
   saddr/daddr  16 bytes, network order, IPv4 as ::ffff:a.b.c.d (as in the trace format)
   sport/dport  TCP/UDP ports
   tcp_flags    TCP header byte 13 (FIN 0x01 ... CWR 0x80); seq, ack: TCP numbers
+  ip_tos       IPv4 TOS / IPv6 traffic class; ip_ttl: IPv4 TTL / IPv6 hop limit
+  ip_id        IPv4 identification; ip_frag_off: IPv4 flags and fragment offset (0 for IPv6)
   ip_len       IP packet length, header included (from the header; for a length of 0,
                as TSO/GSO and jumbo packets carry, from origlen)
   payload      transport payload bytes, from the headers (so a capture cut short by
@@ -26,11 +28,12 @@ import numpy as np
 
 _FIELDS = [("time_ns", "i8"), ("caplen", "u4"), ("origlen", "u4"), ("ip_len", "u4"), ("payload", "u4"),
            ("seq", "u4"), ("ack", "u4"), ("sport", "u2"), ("dport", "u2"), ("flags", "u2"),
-           ("ip_version", "u1"), ("proto", "u1"), ("tcp_flags", "u1"),
+           ("ip_version", "u1"), ("proto", "u1"), ("tcp_flags", "u1"), ("ip_tos", "u1"), ("ip_ttl", "u1"),
+           ("ip_id", "u2"), ("ip_frag_off", "u2"),
            ("saddr", ("u1", (16,))), ("daddr", ("u1", (16,)))]
 # Every field naturally aligned and the record 80 bytes: column access stays fast.
 PACKET_DTYPE = np.dtype({"names": [n for n, _ in _FIELDS], "formats": [f for _, f in _FIELDS],
-                         "offsets": [0, 8, 12, 16, 20, 24, 28, 32, 34, 36, 38, 39, 40, 48, 64],
+                         "offsets": [0, 8, 12, 16, 20, 24, 28, 32, 34, 36, 38, 39, 40, 41, 42, 44, 46, 48, 64],
                          "itemsize": 80})
 
 

@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import format as fmt
+from ..accumulate import Growing
 from ..format import Event, ExtValid
 from ..metrics import stack_table
 from ..trace import Trace
 from .capture import Capture
 from .columns import TCP_SYN
-from .flows import Flows, _endpoint_keys, first_of, group
+from .flows import FlowTable, _endpoint_keys, first_of
 
 MAX_SIZE_MISMATCH = 0.05
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
@@ -110,7 +112,7 @@ class Comparison:
     streams: list[StreamComparison]
     unmatched_streams: list[int]
     unmatched_flows: list[int]
-    flows: Flows
+    flow_table: object            # pandas DataFrame: flows.FlowTable.table()
     clock_offset_ns: int
     clock_note: str
 
@@ -138,30 +140,88 @@ def _stream_endpoints(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per sockid: (local key, remote key) from its first send-path record with ADDR."""
     if not trace.has_ext:
         return {}
-    pos = trace.select(SEND_PATH)
-    pos = pos[(trace.column_at("valid", pos) & ExtValid.ADDR) != 0]
-    sids, first = np.unique(trace.column_at("sockid", pos), return_index=True)
-    at = pos[first]
+    send_path = np.zeros(fmt.EVENT_TABLE_SIZE + 1, bool)
+    send_path[SEND_PATH] = True
+    firsts = {}
+    for lo, hi in trace.chunks():
+        ev = trace.column("event", lo, hi)
+        ok = send_path[np.minimum(ev, fmt.EVENT_TABLE_SIZE)] & ((trace.column("valid", lo, hi) & ExtValid.ADDR) != 0)
+        pos = np.flatnonzero(ok)
+        sids, first = np.unique(trace.column("sockid", lo, hi)[pos], return_index=True)
+        for sid, at in zip(sids.tolist(), (lo + pos[first]).tolist()):
+            firsts.setdefault(sid, at)
+    at = np.array(sorted(firsts.values()), np.int64)
+    sids = trace.column_at("sockid", at)
     r = trace.records[at]
     local = _endpoint_keys(r["saddr"], trace.column_at("sport", at))
     remote = _endpoint_keys(r["daddr"], trace.column_at("dport", at))
     return {int(sid): (local[k], remote[k]) for k, sid in enumerate(sids)}
 
 
-def _flow_endpoints(cap: Capture, flows: Flows) -> tuple[np.ndarray, np.ndarray]:
-    """Side A and side B keys of each flow (from its opening packet, sent by A)."""
-    q = cap.packets[flows.index[flows.opener]]
-    return _endpoint_keys(q["saddr"], q["sport"]), _endpoint_keys(q["daddr"], q["dport"])
+class WireFlows:
+    """compare's first pass over a capture: its flows, and where each direction's sequence
+    numbers start (the first SYN's + 1, else the first packet's)."""
+
+    def __init__(self):
+        self.flows = FlowTable()
+        self.starts = Growing(any_seq=(np.int64, -1), syn_seq=(np.int64, -1))   # per flow * 2 + sender
+
+    def add(self, p: np.ndarray) -> None:
+        index, flow, src_low = self.flows.add(p)
+        side = flow * 2 + src_low
+        self.starts.cover(2 * len(self.flows))
+        seq = p["seq"][index].astype(np.int64)
+        syn = (p["tcp_flags"][index] & TCP_SYN) != 0
+        for where, name in ((None, "any_seq"), (syn, "syn_seq")):
+            at = first_of(side, len(self.starts), where)
+            fresh = (at >= 0) & (self.starts.view(name) < 0)          # chunks come in order
+            self.starts.view(name)[fresh] = seq[at[fresh]]
+
+    def sides(self, flow: np.ndarray, src_low: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(flow id, direction: 0 from side A) of packets given as provisional flow and sender."""
+        return self.final[flow], (src_low != self.a_low[flow]).astype(np.int8)
+
+    def finish(self) -> None:
+        self.final = self.flows.final_ids()
+        self.a_low = self.flows.openers()[1][self.final]                   # by provisional id
+        any_seq, syn_seq = self.starts.view("any_seq"), self.starts.view("syn_seq")
+        self.base = np.where(syn_seq >= 0, syn_seq + 1, any_seq)             # per provisional side
+        self.table = self.flows.table()
+
+    def relative(self, p: np.ndarray):
+        """A chunk's flow packets: their positions, (flow id, direction), and sequence
+        numbers relative to their direction's start."""
+        index, flow, src_low = self.flows.add(p, count=False)
+        rel = (p["seq"][index].astype(np.int64) - self.base[flow * 2 + src_low]) % (1 << 32)
+        rel = np.where(rel > (1 << 31), rel - (1 << 32), rel)
+        return index, *self.sides(flow, src_low), rel
 
 
-def compare(trace: Trace, cap: Capture) -> Comparison:
-    """Match streams to flows and line up each matched pair (see the module doc)."""
-    flows = group(cap)
-    tcp_flows = np.flatnonzero(flows.table["proto"].to_numpy() == "tcp")
+def _chunks(packets):
+    """A function giving the capture's packets a chunk at a time, afresh each call."""
+    if isinstance(packets, Capture):
+        return lambda: [packets.packets]
+    return packets
+
+
+def compare(trace: Trace, packets, first: WireFlows | None = None) -> Comparison:
+    """Match streams to flows and line up each matched pair (see the module doc).
+
+    `packets` is a Capture, or a function giving a fresh PacketStream of it each call
+    (read up to three times, a chunk at a time: memory holds the flows and the matched
+    flows' data packets, not the capture); `first`, the first pass, if already read."""
+    chunks = _chunks(packets)
+    if first is None:
+        first = WireFlows()
+        for p in chunks():
+            first.add(p)
+    first.finish()
+    table = first.table
+    tcp_flows = np.flatnonzero(table["proto"].to_numpy() == "tcp")
     offset, note = _clock(trace)
     streams = _app_streams(trace)
     endpoints = _stream_endpoints(trace)
-    a_keys, b_keys = _flow_endpoints(cap, flows)
+    a_keys, b_keys = _flow_endpoints(first)
     pairs, rest, taken = [], [], set()
     for sid in streams.index.to_numpy(np.uint64).tolist():
         if sid not in endpoints:
@@ -176,14 +236,56 @@ def compare(trace: Trace, cap: Capture) -> Comparison:
             pairs.append((sid, cand[0], "addresses", 0 if hit_a[cand[0]] else 1))
         else:
             rest.append(sid)
-    free = [f for f in tcp_flows if f not in taken]
-    by_size, rest = _match_by_size(trace, streams.loc[rest], cap, flows, np.array(free, np.int64), offset)
-    pairs += by_size
-    rel = relative_seq(cap, flows)[0]
-    streams = [_line_up(trace, cap, flows, rel, sid, f, how, side, offset) for sid, f, how, side in pairs]
+    free = np.array([f for f in tcp_flows if f not in taken], np.int64)
+    if rest and len(free):
+        by_size, rest = _match_by_size(trace, streams.loc[rest], first, _spans(first, chunks), free, offset)
+        pairs += by_size
+    wire = _wire_packets(first, chunks, {f for _, f, _, _ in pairs})
+    streams = [_line_up(trace, wire, sid, f, how, side, offset) for sid, f, how, side in pairs]
     matched_flows = {f for _, f, _, _ in pairs}
     return Comparison(streams, rest, [int(f) for f in tcp_flows if f not in matched_flows],
-                      flows, offset, note)
+                      table, offset, note)
+
+
+def _flow_endpoints(first: WireFlows) -> tuple[np.ndarray, np.ndarray]:
+    """Side A and side B keys of each flow (from its opening packet, sent by A)."""
+    a, b = first.flows.ends()
+    t = first.table
+    return _endpoint_keys(a, t["a_port"].to_numpy()), _endpoint_keys(b, t["b_port"].to_numpy())
+
+
+def _spans(first: WireFlows, chunks) -> np.ndarray:
+    """(flows, 2): the bytes each direction's data covers in sequence space (a second pass:
+    retransmissions count once)."""
+    top = np.zeros(2 * len(first.flows), np.int64)
+    for p in chunks():
+        index, flow, direction, rel = first.relative(p)
+        payload = p["payload"][index].astype(np.int64)
+        data = payload > 0
+        np.maximum.at(top, (flow * 2 + direction)[data], (rel + payload)[data])
+    return top.reshape(len(first.flows), 2)
+
+
+WIRE_DTYPE = np.dtype([("flow", np.int64), ("direction", np.int8), ("time_ns", np.int64),
+                       ("payload", np.int64), ("seq", np.uint32), ("rel", np.int64)])
+
+
+def _wire_packets(first: WireFlows, chunks, flows: set[int]) -> np.ndarray:
+    """The data packets of these flows, in capture order (WIRE_DTYPE; a last pass)."""
+    if not flows:
+        return np.zeros(0, WIRE_DTYPE)
+    wanted = np.zeros(len(first.flows), bool)
+    wanted[list(flows)] = True
+    parts = []
+    for p in chunks():
+        index, flow, direction, rel = first.relative(p)
+        keep = wanted[flow] & (p["payload"][index] > 0)
+        q = p[index[keep]]
+        part = np.zeros(len(q), WIRE_DTYPE)
+        part["flow"], part["direction"], part["rel"] = flow[keep], direction[keep], rel[keep]
+        part["time_ns"], part["payload"], part["seq"] = q["time_ns"], q["payload"], q["seq"]
+        parts.append(part)
+    return np.concatenate(parts) if parts else np.zeros(0, WIRE_DTYPE)
 
 
 def _clock(trace: Trace) -> tuple[int, str]:
@@ -193,37 +295,18 @@ def _clock(trace: Trace) -> tuple[int, str]:
     return 0, "the trace has no wall-clock anchor: its times are aligned to the capture by the first data"
 
 
-def relative_seq(cap: Capture, flows: Flows) -> tuple[np.ndarray, np.ndarray]:
-    """Sequence numbers relative to each flow direction's first byte (the SYN's + 1, else the
-    first packet's), per flow packet; and (flows, 2): the bytes each direction's data covers
-    in sequence space (retransmissions count once)."""
-    p = cap.packets[flows.index]
-    group = flows.flow * 2 + flows.direction
-    n = 2 * len(flows)
-    syn = (p["tcp_flags"] & TCP_SYN) != 0
-    first_syn, first_any = first_of(group, n, syn), first_of(group, n)
-    seq = p["seq"].astype(np.int64)
-    base = np.where(first_syn >= 0, seq[np.maximum(first_syn, 0)] + 1, seq[np.maximum(first_any, 0)])
-    rel = (seq - base[group]) % (1 << 32)
-    rel = np.where(rel > (1 << 31), rel - (1 << 32), rel)
-    top = np.zeros(n, np.int64)
-    data = p["payload"] > 0
-    np.maximum.at(top, group[data], (rel + p["payload"])[data])
-    return rel, top.reshape(len(flows), 2)
-
-
-def _match_by_size(trace, streams, cap, flows, free, offset):
+def _match_by_size(trace, streams, first, spans, free, offset):
     """Greedy pairs of (stream, flow) whose byte counts agree best (see the module doc)."""
     sids = streams.index.to_numpy(np.uint64).tolist()
     if not sids or not len(free):
         return [], sids
-    span = relative_seq(cap, flows)[1][free]                             # (F, 2)
+    span = spans[free]                                                   # (F, 2)
     sent = streams["sock_send_bytes"].to_numpy(np.int64)[:, None, None]  # (S, 1, 1)
     got = streams["sock_recv_bytes"].to_numpy(np.int64)[:, None, None]
     out = np.stack([span[:, 0], span[:, 1]], axis=1)[None]              # (1, F, side)
     back = np.stack([span[:, 1], span[:, 0]], axis=1)[None]
     mismatch = (np.abs(sent - out) + np.abs(got - back)) / np.maximum(np.maximum(sent + got, out + back), 1)
-    cost = mismatch + _time_penalty(trace, streams, flows, free, offset)[:, :, None]
+    cost = mismatch + _time_penalty(trace, streams, first.table, free, offset)[:, :, None]
     cost[mismatch > MAX_SIZE_MISMATCH] = np.inf
     pairs, used_s, used_f = [], set(), set()
     for flat in np.argsort(cost, axis=None):            # one step per candidate pair, not per packet
@@ -238,35 +321,32 @@ def _match_by_size(trace, streams, cap, flows, free, offset):
     return pairs, [s for i, s in enumerate(sids) if i not in used_s]
 
 
-def _time_penalty(trace, streams, flows, free, offset) -> np.ndarray:
+def _time_penalty(trace, streams, table, free, offset) -> np.ndarray:
     """(S, F): the share of each stream's time span outside each flow's (1 s slack); 0 unanchored."""
     if trace.meta.wall_anchor_ns is None:
         return np.zeros((len(streams), len(free)))
     s0 = streams["first_ns"].to_numpy(np.float64)[:, None] + offset
     s1 = streams["last_ns"].to_numpy(np.float64)[:, None] + offset
-    f0 = flows.table["first_ns"].to_numpy(np.float64)[free][None] - 1e9
-    f1 = flows.table["last_ns"].to_numpy(np.float64)[free][None] + 1e9
+    f0 = table["first_ns"].to_numpy(np.float64)[free][None] - 1e9
+    f1 = table["last_ns"].to_numpy(np.float64)[free][None] + 1e9
     overlap = np.clip(np.minimum(s1, f1) - np.maximum(s0, f0), 0, None)
     return 1.0 - np.where(s1 > s0, overlap / np.maximum(s1 - s0, 1), (s0 >= f0) & (s0 <= f1))
 
 
-def _line_up(trace, cap, flows, rel_seq, sid, flow, how, side, offset) -> StreamComparison:
-    p = cap.packets
+def _line_up(trace, wire, sid, flow, how, side, offset) -> StreamComparison:
     s = StreamComparison(sid, int(flow), how, side)
     for direction, event, wire_dir in (("send", Event.SOCK_SEND, side), ("recv", Event.SOCK_RECV, 1 - side)):
         ns, size = _app_series(trace, sid, event)
-        mine = (flows.flow == flow) & (flows.direction == wire_dir)
-        q, rel = p[flows.index[mine]], rel_seq[mine]
-        data = q["payload"] > 0
+        q = wire[(wire["flow"] == flow) & (wire["direction"] == wire_dir)]
         s.app[direction] = Series(ns + offset, size)
-        s.wire[direction] = Series(q["time_ns"][data], q["payload"][data].astype(np.int64), rel[data])
+        s.wire[direction] = Series(q["time_ns"], q["payload"], q["rel"])
         w = s.wire[direction]
         order = np.argsort(w.ns, kind="stable")
         ends = (w.seq + w.size)[order]
         seen = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends[:-1]]) if len(ends) else ends
         s.retransmissions[direction] = int(np.count_nonzero(ends <= seen))
         dev = _device_match(trace, sid, Event.DEV_SEND if direction == "send" else Event.DEV_RECV,
-                            q[data], offset)
+                            q, offset)
         if dev:
             s.device[direction] = dev
     if trace.meta.wall_anchor_ns is None:

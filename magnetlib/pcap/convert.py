@@ -3,8 +3,8 @@
 from_pcap: a pcap's TCP/UDP packets as DEV_SEND/DEV_RECV records (size = transport
   payload), clock REALTIME (timestamps are the packets' Unix ns, the wall anchor is
   the first packet's), one sockid per flow (its number + 1), direction from the
-  local host's point of view, extended data (addresses, ports, seq/ack, flags, IP
-  length and protocol) unless ext=False.  Kernel drops a pcapng file reports become
+  local host's point of view, extended data (addresses, ports, seq/ack, flags, the IP
+  header's length, protocol, TOS, TTL, ID and flags) unless ext=False.  Kernel drops a pcapng file reports become
   a LOST record.
 to_pcap: a trace's wire-level events as packets for write_pcap (zero payloads),
   with the trace's addresses/ports/seq/flags where its extended data has them and
@@ -23,12 +23,13 @@ from ..errors import TraceError
 from ..format import Clock, Event, ExtValid
 from ..meta import TraceMeta
 from ..trace import Trace, format_addresses
-from ..writer import empty_records
+from ..writer import TraceWriter, empty_records
 from .capture import Capture
 from .columns import IPPROTO_TCP, IPPROTO_UDP, PACKET_DTYPE, TCP_ACK, TCP_PSH, V4_MAPPED
-from .flows import group
+from .flows import FlowTable
 
 EXT_GROUPS = ExtValid.ADDR | ExtValid.SEGMENT | ExtValid.IP
+NEVER = np.iinfo(np.int64).max
 
 
 @dataclass
@@ -50,65 +51,139 @@ def parse_address(text: str) -> bytes:
     return V4_MAPPED + addr.packed if addr.version == 4 else addr.packed
 
 
-def infer_local(cap: Capture, flows) -> LocalHost | None:
-    """The address taking part in the most flows; ties go to the sender of the first packet."""
-    if not len(flows.index):
-        return None
-    p = cap.packets[flows.index]
-    opener = flows.opener
-    ends = np.concatenate([p["saddr"][opener], p["daddr"][opener]])
-    uniq, counts = np.unique(ends, axis=0, return_counts=True)
-    best = np.flatnonzero(counts == counts.max())
-    if len(best) == 1:
-        return LocalHost(uniq[best[0]].tobytes(), f"in {counts.max()} of {len(flows)} flows")
-    return LocalHost(p["saddr"][0].tobytes(), "the sender of the first packet (every address is "
-                                              f"in {counts.max()} of {len(flows)} flows)")
-
-
 @dataclass
 class FromPcap:
-    records: np.ndarray
+    count: int              # records
     meta: TraceMeta
     local: LocalHost | None
     flows: int
     skipped: int            # packets that are not whole TCP/UDP packets
     foreign_flows: int      # flows the local host is no end of: direction from their initiator
+    records: np.ndarray | None = None     # from_pcap only: the records themselves
+
+
+class PcapFlows:
+    """from-pcap's first pass over a capture: its flows, and what writing them in time
+    order needs (each chunk's earliest flow packet, the first packet before the epoch)."""
+
+    def __init__(self):
+        self.flows = FlowTable()
+        self.chunk_first_ns: list[int] = []
+        self.flow_packets = 0
+        self.bad_time: int | None = None          # capture position of a packet at time <= 0
+
+    def add(self, chunk: np.ndarray) -> None:
+        before = self.flows.packets_seen
+        index, _, _ = self.flows.add(chunk)
+        t = chunk["time_ns"][index]
+        self.chunk_first_ns.append(int(t.min()) if len(t) else NEVER)
+        self.flow_packets += len(index)
+        if self.bad_time is None and (t <= 0).any():
+            self.bad_time = before + int(index[np.argmax(t <= 0)])
+
+    def local_host(self, local: bytes | None) -> LocalHost:
+        """The given host, or the address taking part in the most flows; ties go to the
+        sender of the first packet."""
+        if local is not None:
+            return LocalHost(local, "given")
+        a, b = self.flows.ends()
+        uniq, counts = np.unique(np.concatenate([a, b]), axis=0, return_counts=True)
+        best = np.flatnonzero(counts == counts.max())
+        n = len(self.flows)
+        if len(best) == 1:
+            return LocalHost(uniq[best[0]].tobytes(), f"in {counts.max()} of {n} flows")
+        return LocalHost(self.flows.first_sender().tobytes(), "the sender of the first packet (every "
+                                                               f"address is in {counts.max()} of {n} flows)")
 
 
 def from_pcap(cap: Capture, local: bytes | None = None, ext: bool = True) -> FromPcap:
     """DEV_SEND/DEV_RECV records of a capture's TCP and UDP packets (see the module doc)."""
-    flows = group(cap)
-    if not len(flows.index):
-        raise TraceError(cap.path, "no whole TCP or UDP packets to convert")
-    host = LocalHost(local, "given") if local is not None else infer_local(cap, flows)
-    p = cap.packets[flows.index]
-    here = np.frombuffer(host.address, np.uint8)
-    sent = (p["saddr"] == here).all(axis=1)
-    ours = np.bincount(flows.flow, weights=sent | (p["daddr"] == here).all(axis=1), minlength=len(flows)) > 0
-    foreign = ~ours[flows.flow]
-    sent = np.where(foreign, flows.direction == 0, sent)
-    if (p["time_ns"] <= 0).any():
-        i = int(flows.index[np.argmax(p["time_ns"] <= 0)])
-        raise TraceError(cap.path, f"packet {i} has a time at or before the Unix epoch: "
-                                   "not usable as a trace timestamp")
-    drops = sum(cap.interface_drops.values())
-    rec = empty_records(len(p) + (1 if drops else 0), ext=ext)
-    n = len(p)
-    rec["sockid"][:n] = flows.flow + 1
-    rec["timestamp"][:n] = p["time_ns"]
-    rec["event"][:n] = np.where(sent, Event.DEV_SEND, Event.DEV_RECV)
-    rec["size"][:n] = np.minimum(p["payload"], np.iinfo(np.int32).max)
+    first = PcapFlows()
+    first.add(cap.packets)
+    conversion = _Conversion(cap, first, local, ext)
+    parts = list(conversion.batches([cap.packets]))
+    records = np.concatenate(parts) if parts else empty_records(0, ext=ext)
+    return conversion.result(len(records), records)
+
+
+def write_from_pcap(cap: Capture, first: PcapFlows, packets, path: str, local: bytes | None = None,
+                    ext: bool = True) -> FromPcap:
+    """from_pcap's records written as a trace at `path`, a chunk at a time: `first` is the
+    first pass over the capture, `packets` a second stream of the same packets."""
+    conversion = _Conversion(cap, first, local, ext)
+    count = 0
+    with TraceWriter(path, conversion.meta, ext=ext) as out:
+        for batch in conversion.batches(packets):
+            out.append(batch)
+            count += len(batch)
+    return conversion.result(count)
+
+
+class _Conversion:
+    """Packets to records, given the first pass: the local host, each flow's id and sides."""
+
+    def __init__(self, cap: Capture, first: PcapFlows, local: bytes | None, ext: bool):
+        if not first.flow_packets:
+            raise TraceError(cap.path, "no whole TCP or UDP packets to convert")
+        if first.bad_time is not None:
+            raise TraceError(cap.path, f"packet {first.bad_time} has a time at or before the Unix epoch: "
+                                       "not usable as a trace timestamp")
+        self.cap, self.first, self.ext = cap, first, ext
+        self.host = first.local_host(local)
+        self.here = np.frombuffer(self.host.address, np.uint8)
+        a, b = first.flows.ends()
+        self.ours = (a == self.here).all(axis=1) | (b == self.here).all(axis=1)
+        self.final = first.flows.final_ids()
+        self.a_low = first.flows.openers()[1]
+        self.seen = first.flows.packets_seen
+        self.drops = sum(cap.interface_drops.values())
+        start = int(min(first.chunk_first_ns))
+        self.meta = TraceMeta(anchor_ticks=start, wall_anchor_ns=start, clock_source=Clock.REALTIME,
+                              producer=f"magnet from-pcap (local host {self.host.name}, {self.host.how})",
+                              event_mask=fmt.event_mask([Event.DEV_SEND, Event.DEV_RECV]),
+                              ext_mask=int(EXT_GROUPS) if ext else None)
+
+    def batches(self, packets):
+        """Records of the flow packets of each chunk, in time order across chunks (a record
+        waits until no later chunk can hold an earlier one), then the LOST record of drops."""
+        later = np.minimum.accumulate(np.array(self.first.chunk_first_ns + [NEVER], np.int64)[::-1])[::-1]
+        flows = self.first.flows                    # the same flows, looked up again
+        pending = empty_records(0, ext=self.ext)
+        for k, chunk in enumerate(packets):
+            index, provisional, src_low = flows.add(chunk, count=False)
+            flow = self.final[provisional]
+            p = chunk[index]
+            sent = np.where(self.ours[flow], (p["saddr"] == self.here).all(axis=1), src_low == self.a_low[flow])
+            records = _records(p, flow, sent, self.ext)
+            pending = np.concatenate([pending, records]) if len(pending) else records
+            t = pending["timestamp"]
+            if not len(t) or (t[-1] <= later[k + 1] and (t[1:] >= t[:-1]).all()):
+                yield pending                        # in order and complete: as it is
+                pending = pending[:0]
+                continue
+            ready = t <= later[k + 1]
+            yield pending[ready][np.argsort(t[ready], kind="stable")]
+            pending = pending[~ready]
+        yield pending[np.argsort(pending["timestamp"], kind="stable")]
+        if self.drops:                              # the kernel's count: after the packets
+            lost = empty_records(1, ext=self.ext)
+            lost["timestamp"], lost["event"], lost["size"] = flows.last_ns(), Event.LOST, self.drops
+            yield lost
+
+    def result(self, count: int, records: np.ndarray | None = None) -> FromPcap:
+        return FromPcap(count, self.meta, self.host, len(self.first.flows), self.seen - self.first.flow_packets,
+                        int(np.count_nonzero(~self.ours)), records)
+
+
+def _records(p: np.ndarray, flow: np.ndarray, sent: np.ndarray, ext: bool) -> np.ndarray:
+    rec = empty_records(len(p), ext=ext)
+    rec["sockid"] = flow + 1
+    rec["timestamp"] = p["time_ns"]
+    rec["event"] = np.where(sent, Event.DEV_SEND, Event.DEV_RECV)
+    rec["size"] = np.minimum(p["payload"], np.iinfo(np.int32).max)
     if ext:
-        _fill_ext(rec[:n], p)
-    if drops:                                   # the kernel's count: after the packets
-        rec["timestamp"][n], rec["event"][n], rec["size"][n] = p["time_ns"].max(), Event.LOST, drops
-    rec = rec[np.argsort(rec["timestamp"], kind="stable")]
-    first = int(rec["timestamp"][0])
-    meta = TraceMeta(anchor_ticks=first, wall_anchor_ns=first, clock_source=Clock.REALTIME,
-                     producer=f"magnet from-pcap (local host {host.name}, {host.how})",
-                     event_mask=fmt.event_mask([Event.DEV_SEND, Event.DEV_RECV]),
-                     ext_mask=int(EXT_GROUPS) if ext else None)
-    return FromPcap(rec, meta, host, len(flows), len(cap) - n, int(np.count_nonzero(~ours)))
+        _fill_ext(rec, p)
+    return rec
 
 
 def _fill_ext(rec: np.ndarray, p: np.ndarray) -> None:
@@ -118,6 +193,8 @@ def _fill_ext(rec: np.ndarray, p: np.ndarray) -> None:
     rec["seq"], rec["ack_seq"], rec["tcp_flags"] = p["seq"], p["ack"], p["tcp_flags"]
     rec["ip_len"] = np.minimum(p["ip_len"], 0xFFFF)
     rec["ip_protocol"] = p["proto"]
+    rec["ip_tos"], rec["ip_ttl"] = p["ip_tos"], p["ip_ttl"]
+    rec["ip_id"], rec["ip_frag_off"] = p["ip_id"], p["ip_frag_off"]
 
 
 # ------------------------------------------------------------- to pcap ---

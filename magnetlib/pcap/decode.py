@@ -112,21 +112,23 @@ LINKS = {LINK_ETHERNET: _ethernet, LINK_SLL: _cooked(_SLL, 16), LINK_SLL2: _cook
          LINK_IPV4: _raw(4), LINK_IPV6: _raw(6), **{lt: _raw(None) for lt in LINK_RAW_BSD}}
 
 ZERO16 = bytes(16)
+NO_IP = (0, 0, 0, 0)
 
 
 def decode(linktype: int, buf: bytes, origlen: int) -> tuple:
     """One packet as (ip_len, payload, seq, ack, sport, dport, flags, ip_version, proto,
-    tcp_flags, saddr, daddr): the non-record columns of PACKET_DTYPE, in that order."""
+    tcp_flags, (ip_tos, ip_ttl, ip_id, ip_frag_off), saddr, daddr): the non-record columns
+    of PACKET_DTYPE, in that order."""
     link = LINKS.get(linktype)
     if link is None:
-        return 0, 0, 0, 0, 0, 0, int(Flag.UNKNOWN_LINK), 0, 0, 0, ZERO16, ZERO16
+        return 0, 0, 0, 0, 0, 0, int(Flag.UNKNOWN_LINK), 0, 0, 0, NO_IP, ZERO16, ZERO16
     try:
         ip, l3off = link(buf)
         return _ip_columns(ip, origlen - l3off)
     except Skip as skip:
-        return 0, 0, 0, 0, 0, 0, int(skip.args[0]), 0, 0, 0, ZERO16, ZERO16
+        return 0, 0, 0, 0, 0, 0, int(skip.args[0]), 0, 0, 0, NO_IP, ZERO16, ZERO16
     except Exception:   # noqa: BLE001 -- dpkt on hostile bytes: a bad packet, never a crash
-        return 0, 0, 0, 0, 0, 0, int(Flag.BAD_HEADER), 0, 0, 0, ZERO16, ZERO16
+        return 0, 0, 0, 0, 0, 0, int(Flag.BAD_HEADER), 0, 0, 0, NO_IP, ZERO16, ZERO16
 
 
 def _ip_columns(ip, wire_l3: int) -> tuple:
@@ -134,26 +136,28 @@ def _ip_columns(ip, wire_l3: int) -> tuple:
         version, hdr, length = 4, ip.hl * 4, ip.len
         saddr, daddr = V4_MAPPED + ip.src, V4_MAPPED + ip.dst
         fragment, later_fragment = bool(ip.mf or ip.offset), ip.offset != 0
+        fields = (ip.tos, ip.ttl, ip.id, ip._flags_offset)
     else:
         version, length = 6, (40 + ip.plen if ip.plen else 0)
         hdr = 40 + sum(len(ext) for ext in ip.all_extension_headers)
         saddr, daddr = ip.src, ip.dst
         frag = ip.extension_hdrs.get(dpkt.ip.IP_PROTO_FRAGMENT)
         fragment, later_fragment = frag is not None, frag is not None and frag.frag_off > 0
+        fields = (ip.fc, ip.hlim, 0, 0)
     proto = ip.p
     ip_len = length or max(wire_l3, 0)          # 0: TSO/GSO or jumbo, the frame tells
     flags = int(Flag.FRAGMENT) if fragment else 0
     if ip.v != version or ip_len < hdr:
-        return ip_len, 0, 0, 0, 0, 0, flags | Flag.BAD_HEADER, version, proto, 0, saddr, daddr
+        return ip_len, 0, 0, 0, 0, 0, flags | Flag.BAD_HEADER, version, proto, 0, fields, saddr, daddr
     rest = ip_len - hdr
     if later_fragment or proto not in _TRANSPORT:
-        return ip_len, rest, 0, 0, 0, 0, flags, version, proto, 0, saddr, daddr
+        return ip_len, rest, 0, 0, 0, 0, flags, version, proto, 0, fields, saddr, daddr
     segment = ip.data
     if not isinstance(segment, _TRANSPORT[proto]):
         try:
             segment = _strict(_TRANSPORT[proto], segment)
         except Skip as skip:
-            return ip_len, 0, 0, 0, 0, 0, flags | skip.args[0], version, proto, 0, saddr, daddr
+            return ip_len, 0, 0, 0, 0, 0, flags | skip.args[0], version, proto, 0, fields, saddr, daddr
     if proto == IPPROTO_TCP:
         seq, ack, tflags, thdr = segment.seq, segment.ack, segment._off_flags & 0xFF, segment.off * 4
     else:
@@ -162,4 +166,5 @@ def _ip_columns(ip, wire_l3: int) -> tuple:
     if payload < 0:
         flags |= Flag.BAD_HEADER
         payload = 0
-    return ip_len, payload, seq, ack, segment.sport, segment.dport, flags, version, proto, tflags, saddr, daddr
+    return (ip_len, payload, seq, ack, segment.sport, segment.dport, flags, version, proto, tflags,
+            fields, saddr, daddr)

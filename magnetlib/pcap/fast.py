@@ -30,13 +30,13 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import files
-from .capture import Capture
+from .capture import Capture, PacketStream
 from .columns import (AF_INET, AF_INET6, ETH_8021Q, ETH_IP, ETH_IP6, ETH_VLAN, IPPROTO_TCP,
                       IPPROTO_UDP, LINK_ETHERNET, LINK_IPV4, LINK_IPV6, LINK_LOOP, LINK_NULL,
                       LINK_SLL, LINK_SLL2, PACKET_DTYPE, SUPPORTED_LINKS, Flag)
 from .decode import decode
 from .files import RECORD_HEADER_LEN as RH
-from ..scan import in_parallel, split
+from ..scan import in_parallel, release_pages as release, split
 from .reader import row, rows_to_packets
 
 MAX_LANES = 4096
@@ -134,31 +134,35 @@ class _Walker:
         return found
 
 
-def record_offsets(data, size: int, header: files.PcapHeader) -> tuple[np.ndarray, files.End]:
-    """Offsets of every whole record (as a sequential walk finds them) and where reading ended."""
-    first = files.PCAP_HEADER_LEN
-    if size - first < 4 * RH:                     # a handful of bytes: no lanes needed
-        w = _Walker(data, size, header) if size >= first + RH else None
-        if w is None:
-            return np.zeros(0, np.int64), files.stop_end(
-                files.STOP_SHORT_HEADER if size > first else files.STOP_NONE, first, size)
-        _, offs, landing, kind = w.walk(np.array([first]), np.array([size]))
-        return offs, files.stop_end(int(kind[0]), int(landing[0]), size, int(w.caplen[landing[0] + 8])
-                                    if landing[0] + 12 <= size else 0)
+def record_offsets(data, size: int, header: files.PcapHeader, first: int = files.PCAP_HEADER_LEN,
+                   stop: int | None = None) -> tuple[np.ndarray, int, files.End]:
+    """Offsets of the whole records that start in [first, stop) (as a sequential walk finds
+    them; `first` is a record's start), where the next record starts, and where reading
+    ended (a clean End while there is more to read)."""
+    stop = size if stop is None else stop
+    if stop - first < 4 * RH:                     # a handful of bytes: no lanes needed
+        if size < first + RH:
+            kind = files.STOP_SHORT_HEADER if size > first else files.STOP_NONE
+            return np.zeros(0, np.int64), first, files.stop_end(kind, first, size)
+        w = _Walker(data, size, header)
+        _, offs, landing, kind = w.walk(np.array([first]), np.array([stop]))
+        land = int(landing[0])
+        return offs, land, files.stop_end(int(kind[0]), land, size, int(w.caplen[land + 8])
+                                          if land + 12 <= size else 0)
     w = _Walker(data, size, header)
     t0 = int(w.hdr[first]["sec"])
-    lanes = int(min(MAX_LANES, max(1, math.isqrt((size - first) // 64))))
-    stride = (size - first) // lanes
+    lanes = int(min(MAX_LANES, max(1, math.isqrt((stop - first) // 64))))
+    stride = (stop - first) // lanes
     regions = first + stride * np.arange(lanes, dtype=np.int64)
     starts = w.sync(regions, stride, t0) if lanes > 1 else np.array([first])
     starts[0] = first
     keep = starts >= 0                       # lanes that found no record merge into the one before
     regions, starts = regions[keep], starts[keep]
-    bounds = np.append(regions[1:], size)
-    return _confirm(w, regions, starts, bounds, size)
+    bounds = np.append(regions[1:], stop)
+    return _confirm(w, regions, starts, bounds, first, size)
 
 
-def _confirm(w: _Walker, regions, starts, bounds, size):
+def _confirm(w: _Walker, regions, starts, bounds, first: int, size: int):
     """Walk, accept lanes whose start the accepted lane before them reached, re-walk the rest."""
     n = len(starts)
     walked = {}                              # lane -> (offsets, landing, kind)
@@ -169,7 +173,7 @@ def _confirm(w: _Walker, regions, starts, bounds, size):
         counts = np.bincount(lane_of, minlength=len(todo))
         for i, part in enumerate(np.split(offs[order], np.cumsum(counts)[:-1])):
             walked[int(todo[i])] = (part, int(landing[i]), int(kind[i]))
-        pos, accepted, retry = files.PCAP_HEADER_LEN, [], []
+        pos, accepted, retry = first, [], []
         for j in range(n):
             if pos >= bounds[j]:
                 continue                     # a long record covers this lane's whole region
@@ -181,10 +185,10 @@ def _confirm(w: _Walker, regions, starts, bounds, size):
             accepted.append(part)
             pos = land
             if stop:
-                return _join(accepted), files.stop_end(stop, pos, size, int(w.caplen[pos + 8])
-                                                       if pos + 12 <= size else 0)
+                return _join(accepted), pos, files.stop_end(stop, pos, size, int(w.caplen[pos + 8])
+                                                            if pos + 12 <= size else 0)
         else:
-            return _join(accepted), files.End()
+            return _join(accepted), pos, files.End()
         # Later lanes whose start disagrees with their predecessor's landing: guess again from it.
         for k in range(retry[0] + 1, n):
             prev = walked.get(k - 1)
@@ -212,7 +216,8 @@ ETH = _be({"type": (">u2", 12), "type2": (">u2", 16), "type3": (">u2", 20)}, 22)
 SLL = _be({"type": (">u2", 14)}, 16)
 SLL2 = _be({"type": (">u2", 0)}, 20)
 # IPv4 and IPv6 headers in one union: which fields apply depends on the version.
-IP = _be({"vhl": ("u1", 0), "len4": (">u2", 2), "frag": (">u2", 6), "proto4": ("u1", 9),
+IP = _be({"vhl": ("u1", 0), "tos4": ("u1", 1), "len4": (">u2", 2), "id4": (">u2", 4), "frag": (">u2", 6),
+          "hlim": ("u1", 7), "ttl4": ("u1", 8), "proto4": ("u1", 9),
           "src4": (("u1", (4,)), 12), "dst4": (("u1", (4,)), 16), "plen": (">u2", 4),
           "nxt": ("u1", 6), "src6": (("u1", (16,)), 8), "dst6": (("u1", (16,)), 24)}, 40)
 L4 = _be({"sport": (">u2", 0), "dport": (">u2", 2), "seq": (">u4", 4), "ack": (">u4", 8),
@@ -315,6 +320,11 @@ class _Columns:
             out[name][sel] = np.where(is_tcp, seg[name][sel], 0)
         out["tcp_flags"][sel] = np.where(is_tcp, seg["flags"][sel], 0)
         ip, s4 = ip[sel], v4[sel]
+        traffic_class = (ip["vhl"] & 0x0F) << 4 | ip["tos4"] >> 4       # IPv6: bits 4-11
+        out["ip_tos"][sel] = np.where(s4, ip["tos4"], traffic_class)
+        out["ip_ttl"][sel] = np.where(s4, ip["ttl4"], ip["hlim"])
+        out["ip_id"][sel] = np.where(s4, ip["id4"], 0)
+        out["ip_frag_off"][sel] = np.where(s4, ip["frag"], 0)
         mapped = np.empty((len(s4), 16), np.uint8)          # IPv4 as ::ffff:a.b.c.d
         mapped[:, :10], mapped[:, 10:12] = 0, 0xFF
         for name, v4name, v6name in (("saddr", "src4", "src6"), ("daddr", "dst4", "dst6")):
@@ -322,15 +332,45 @@ class _Columns:
             out[name][sel] = np.where(s4[:, None], mapped, ip[v6name])
 
 
-def read_fast(path: str) -> Capture | None:
-    """Read a classic pcap with the vectorised decoder; None for pcapng (use the dpkt path)."""
+SEGMENT_BYTES = 128 << 20     # file bytes walked at a time (the walk's steps grow as its square root)
+DECODED_PACKETS = 1 << 18     # packets decoded and handed on at a time: memory stays bounded
+
+
+def stream_fast(path: str) -> PacketStream | None:
+    """Read a classic pcap with the vectorised decoder, a segment of the file at a time;
+    None for pcapng (use the dpkt path)."""
     data, size = files.map_file(path)
     if files.container(path, data, size) != "pcap":
         return None
     header = files.pcap_header(path, data, size)
-    offsets, end = record_offsets(data, size, header)
-    packets = np.zeros(len(offsets), PACKET_DTYPE)
+    cap = Capture(path, np.zeros(0, PACKET_DTYPE), "pcap", [header.linktype], header.snaplen,
+                  header.byteorder, header.nanosecond, engine="fast")
+    return PacketStream(cap, _segments(cap, data, size, header))
+
+
+def read_fast(path: str) -> Capture | None:
+    """stream_fast, every packet at once."""
+    packets = stream_fast(path)
+    return None if packets is None else packets.read()
+
+
+def _segments(cap: Capture, data, size: int, header: files.PcapHeader):
     cols = _Columns(data, size, header)
+    pos = files.PCAP_HEADER_LEN
+    while True:
+        offsets, landing, end = record_offsets(data, size, header, pos, min(pos + SEGMENT_BYTES, size))
+        for lo in range(0, len(offsets), DECODED_PACKETS):
+            yield _decode(cols, data, header, offsets[lo:lo + DECODED_PACKETS], cap)
+        release(data, pos, landing)
+        pos = landing
+        if end.problem or pos >= size:
+            cap.problems, cap.trailing_bytes = ([end.problem] if end.problem else []), end.trailing_bytes
+            return
+
+
+def _decode(cols: "_Columns", data, header: files.PcapHeader, offsets: np.ndarray, cap: Capture) -> np.ndarray:
+    """The packets at these record offsets; counts those handed to dpkt in cap.fallback."""
+    packets = np.zeros(len(offsets), PACKET_DTYPE)
 
     def decode_range(lo: int, hi: int) -> int:
         """Decode packets[lo:hi] a chunk at a time; returns how many went to dpkt."""
@@ -349,10 +389,8 @@ def read_fast(path: str) -> Capture | None:
         return handed
 
     # numpy releases the GIL: the cores share the chunks (as the trace scan does).
-    fallback = sum(in_parallel(decode_range, split(0, len(offsets))))
-    return Capture(path, packets, "pcap", [header.linktype], header.snaplen, header.byteorder,
-                   header.nanosecond, [end.problem] if end.problem else [], end.trailing_bytes,
-                   engine="fast", fallback=fallback)
+    cap.fallback += sum(in_parallel(decode_range, split(0, len(offsets))))
+    return packets
 
 
 def _by_dpkt(data, linktype: int, offsets: np.ndarray, done: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import files, pcapng
-from .capture import Capture
+from .capture import Capture, PacketStream
 from .columns import PACKET_DTYPE
 from .decode import decode
 
@@ -22,7 +22,8 @@ ROW_DTYPE = np.dtype({"names": list(PACKET_DTYPE.names),
                       "itemsize": PACKET_DTYPE.itemsize})
 # Order of the columns in a row tuple: the record's, then decode()'s.
 ROW_ORDER = ("time_ns", "caplen", "origlen", "ip_len", "payload", "seq", "ack", "sport", "dport",
-             "flags", "ip_version", "proto", "tcp_flags", "saddr", "daddr")
+             "flags", "ip_version", "proto", "tcp_flags", "ip_tos", "ip_ttl", "ip_id", "ip_frag_off",
+             "saddr", "daddr")
 _ROW_TUPLE_DTYPE = np.dtype([(n, ROW_DTYPE.fields[n][0]) for n in ROW_ORDER])
 
 
@@ -35,58 +36,65 @@ def rows_to_packets(rows: list[tuple]) -> np.ndarray:
     return out.view(PACKET_DTYPE)
 
 
-class Rows:
-    """Row tuples gathered into PACKET_DTYPE blocks as they come: memory stays near the
-    size of the result, not of millions of Python tuples."""
-    BLOCK = 1 << 16
-
-    def __init__(self):
-        self.blocks, self.rows = [], []
-
-    def append(self, r: tuple) -> None:
-        self.rows.append(r)
-        if len(self.rows) == self.BLOCK:
-            self.blocks.append(rows_to_packets(self.rows))
-            self.rows = []
-
-    def packets(self) -> np.ndarray:
-        return np.concatenate(self.blocks + [rows_to_packets(self.rows)])
-
-
 def row(time_ns, caplen, origlen, rflags, decoded: tuple) -> tuple:
-    ip_len, payload, seq, ack, sport, dport, flags, version, proto, tflags, saddr, daddr = decoded
+    ip_len, payload, seq, ack, sport, dport, flags, version, proto, tflags, ip_fields, saddr, daddr = decoded
     return (time_ns, caplen, origlen, ip_len, payload, seq, ack, sport, dport, flags | rflags,
-            version, proto, tflags, saddr, daddr)
+            version, proto, tflags, *ip_fields, saddr, daddr)
+
+
+BLOCK = 1 << 16          # packets decoded one by one, then converted to columns together
 
 
 def read_dpkt(path: str) -> Capture:
     """Read a pcap or pcapng file packet by packet with dpkt."""
+    return stream_dpkt(path).read()
+
+
+def stream_dpkt(path: str) -> PacketStream:
+    """A pcap or pcapng file decoded packet by packet with dpkt, a block of packets at a time."""
     data, size = files.map_file(path)
-    kind = files.container(path, data, size)
-    if kind == "pcapng":
-        return _read_pcapng(path, data, size)
+    empty = np.zeros(0, PACKET_DTYPE)
+    if files.container(path, data, size) == "pcapng":
+        cap = Capture(path, empty, "pcapng", [], 0, "<", False)
+        return PacketStream(cap, _blocks(_pcapng_rows(cap, data, size)))
     header = files.pcap_header(path, data, size)
-    rows = Rows()
+    cap = Capture(path, empty, "pcap", [header.linktype], header.snaplen, header.byteorder, header.nanosecond)
+    return PacketStream(cap, _blocks(_pcap_rows(cap, header, data, size)))
+
+
+def _blocks(rows):
+    """Row tuples gathered into PACKET_DTYPE blocks as they come: memory stays near the
+    size of a block, not of millions of Python tuples."""
+    block = []
+    for r in rows:
+        block.append(r)
+        if len(block) == BLOCK:
+            yield rows_to_packets(block)
+            block = []
+    if block:
+        yield rows_to_packets(block)
+
+
+def _pcap_rows(cap: Capture, header: files.PcapHeader, data, size: int):
     walker = files.walk_pcap(header, data, size)
     link = header.linktype
     while True:
         try:
             time_ns, caplen, origlen, rflags, start = next(walker)
         except StopIteration as stop:
-            end = stop.value
-            break
-        rows.append(row(time_ns, caplen, origlen, rflags,
-                        decode(link, data[start:start + caplen], origlen)))
-    return Capture(path, rows.packets(), "pcap", [link], header.snaplen, header.byteorder,
-                   header.nanosecond, [end.problem] if end.problem else [], end.trailing_bytes)
+            _ended(cap, stop.value)
+            return
+        yield row(time_ns, caplen, origlen, rflags, decode(link, data[start:start + caplen], origlen))
 
 
-def _read_pcapng(path: str, data, size: int) -> Capture:
+def _pcapng_rows(cap: Capture, data, size: int):
     info = pcapng.Walk()
-    rows = Rows()
-    for time_ns, caplen, origlen, rflags, link, start in pcapng.walk(path, data, size, info):
-        rows.append(row(time_ns, caplen, origlen, rflags, decode(link, data[start:start + caplen], origlen)))
-    end = info.end
-    return Capture(path, rows.packets(), "pcapng", sorted(info.linktypes), info.snaplen,
-                   info.byteorder, False, [end.problem] if end.problem else [], end.trailing_bytes,
-                   interface_drops=info.drops)
+    for time_ns, caplen, origlen, rflags, link, start in pcapng.walk(cap.path, data, size, info):
+        yield row(time_ns, caplen, origlen, rflags, decode(link, data[start:start + caplen], origlen))
+    cap.linktypes, cap.snaplen, cap.byteorder = sorted(info.linktypes), info.snaplen, info.byteorder
+    cap.interface_drops = info.drops
+    _ended(cap, info.end)
+
+
+def _ended(cap: Capture, end: files.End) -> None:
+    cap.problems, cap.trailing_bytes = ([end.problem] if end.problem else []), end.trailing_bytes

@@ -1,0 +1,237 @@
+"""Benchmark: each analysis command on a 1 GiB trace and a 1 GiB pcap, beside the limits.
+
+    python -m magnet.experiments.bench_analysis [--gib 1.0] [--runs 3] [--dir DIR] [--out DIR]
+
+Targets (issue 17): `magnet stats` <= 20x the numpy column sum and <= 1.2 GiB peak RSS;
+`magnet pcap-info` <= 5x a libpcap C loop and <= 1 GiB peak RSS.
+
+The limits are measured in the same run: the time numpy takes to sum the size column
+of the memory-mapped trace (the operation alone, in a fresh process), and the wall time
+of a C program, built here against libpcap (Debian libpcap-dev), that reads every
+packet of the pcap with pcap_next_ex.  Each command runs as its own process (wall time,
+and peak RSS from /usr/bin/time, the page cache it maps included); the files are read once
+beforehand, and the runs are interleaved: run 1 of every command, then run 2, ...
+Reported: medians with min-max, and each median as a ratio to its file's limit;
+`magnet --version` shows what starting the command costs before it reads anything.
+The trace is bench_parse's (64 streams, a SOCK_SEND per seven TCP/IP/DEV sends); the
+pcap holds 16 bulk TCP/UDP flows over IPv4 and IPv6 captured with a 96-byte snaplen.
+The inputs are deleted afterwards; results go to experiments/results/bench-analysis/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .bench_parse import generate, warm_cache
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench-analysis"
+STATS_RATIO, STATS_RSS = 20.0, 1.2 * 2**30
+PCAP_INFO_RATIO, PCAP_INFO_RSS = 5.0, 1.0 * 2**30
+PCAP_SNAPLEN = 96
+
+C_LOOP = r"""
+#include <pcap.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    char err[PCAP_ERRBUF_SIZE];
+    pcap_t *p = pcap_open_offline(argv[1], err);
+    if (!p) { fprintf(stderr, "%s\n", err); return 2; }
+    struct pcap_pkthdr *h; const u_char *data;
+    unsigned long long packets = 0, bytes = 0;
+    while (pcap_next_ex(p, &h, &data) == 1) { packets++; bytes += h->caplen + data[0] * 0; }
+    printf("%llu %llu\n", packets, bytes);
+    pcap_close(p);
+    return 0;
+}
+"""
+
+NUMPY_SUM = """
+import sys, time
+import numpy as np
+from magnetlib import format as fmt
+t0 = time.perf_counter()
+m = np.memmap(sys.argv[1], dtype=fmt.record_dtype(), mode="r")
+total = int(m["size"].sum())
+print(time.perf_counter() - t0)
+"""
+
+
+def generate_pcap(path: str, nbytes: int) -> int:
+    """A pcap of about `nbytes`: synthetic flows (magnetlib.pcap.writer), written a million
+    packets at a time; returns the packets."""
+    from magnetlib.pcap.writer import synthetic_packets, write_pcap
+    part, packets, k = path + ".part", 0, 0
+    with open(path, "wb") as out:
+        while out.tell() < nbytes:
+            n = 1 << 20
+            chunk = synthetic_packets(n, seed=k, start_ns=1_700_000_000_000_000_000 + k * n * 2000)
+            write_pcap(part, chunk, snaplen=PCAP_SNAPLEN)
+            with open(part, "rb") as f:
+                out.write(f.read()[24 if k else 0:])
+            packets, k = packets + n, k + 1
+    os.unlink(part)
+    return packets
+
+
+def build_c_loop(workdir: str) -> str | None:
+    src, exe = os.path.join(workdir, "pcaploop.c"), os.path.join(workdir, "pcaploop")
+    Path(src).write_text(C_LOOP)
+    proc = subprocess.run(["cc", "-O2", "-o", exe, src, "-lpcap"], capture_output=True, text=True)
+    if proc.returncode:
+        print(f"bench: cannot build the libpcap loop (install libpcap-dev): {proc.stderr.strip()}",
+              file=sys.stderr)
+        return None
+    return exe
+
+
+def run(cmd: list[str]) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS bytes and stdout of one process.  The peak comes from
+    /usr/bin/time, a small parent: a child forked from this (large) process would report
+    this process's resident memory as its own peak."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        t0 = time.perf_counter()
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", report.name, *cmd],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        elapsed = time.perf_counter() - t0
+        peak_kib = int(report.read().split()[-1])
+    if proc.returncode not in (0, 2):
+        raise RuntimeError(f"{' '.join(cmd)}: exit status {proc.returncode}")
+    return elapsed, peak_kib * 1024, proc.stdout
+
+
+def commands(magnet: str, trace: str, pcap: str, scratch: str) -> dict[str, tuple[str, list[str]]]:
+    """name -> (input kind, command line)."""
+    return {
+        "magnet --version": ("startup", [magnet, "--version"]),
+        "stats": ("trace", [magnet, "stats", trace]),
+        "info": ("trace", [magnet, "info", trace]),
+        "demand": ("trace", [magnet, "demand", trace, "-o", os.path.join(scratch, "demand.csv")]),
+        "pcap-info": ("pcap", [magnet, "pcap-info", pcap]),
+        "from-pcap": ("pcap", [magnet, "from-pcap", pcap, "-o", os.path.join(scratch, "from.magnet")]),
+        "compare": ("both", [magnet, "compare", trace, pcap]),
+    }
+
+
+def measure(trace: str, pcap: str, loop: str | None, runs: int, scratch: str) -> dict[str, list]:
+    """Interleaved runs: the limits, then every command, `runs` times."""
+    magnet = shutil.which("magnet") or os.path.join(os.path.dirname(sys.executable), "magnet")
+    cmds = commands(magnet, trace, pcap, scratch)
+    times: dict[str, list] = {name: [] for name in ["numpy sum", "libpcap loop", *cmds]}
+    for k in range(runs):
+        for path in (trace, pcap):
+            warm_cache(path)
+        _, rss, out = run([sys.executable, "-c", NUMPY_SUM, trace])
+        times["numpy sum"].append((float(out), rss))
+        if loop:
+            elapsed, rss, _ = run([loop, pcap])
+            times["libpcap loop"].append((elapsed, rss))
+        for name, (_, cmd) in cmds.items():
+            elapsed, rss, _ = run(cmd)
+            times[name].append((elapsed, rss))
+            print(f"run {k + 1}/{runs}: {name} {elapsed:.2f} s, {rss / 2**20:.0f} MiB", file=sys.stderr)
+    return times
+
+
+def summarise(times: dict[str, list]) -> list[dict]:
+    rows = []
+    limit = {"trace": times["numpy sum"], "pcap": times["libpcap loop"], "both": times["libpcap loop"]}
+    kinds = {"stats": "trace", "info": "trace", "demand": "trace", "pcap-info": "pcap",
+             "from-pcap": "pcap", "compare": "both"}
+    for name, runs in times.items():
+        if not runs:
+            continue
+        secs, rss = [r[0] for r in runs], [r[1] for r in runs]
+        row = {"what": name, "s_median": statistics.median(secs), "s_min": min(secs), "s_max": max(secs),
+               "rss_mib_median": statistics.median(rss) / 2**20, "rss_mib_min": min(rss) / 2**20,
+               "rss_mib_max": max(rss) / 2**20, "limit": "", "ratio": np.nan}
+        if name in kinds and limit[kinds[name]]:
+            base = statistics.median(r[0] for r in limit[kinds[name]])
+            row["limit"] = "numpy sum" if kinds[name] == "trace" else "libpcap loop"
+            row["ratio"] = row["s_median"] / base
+        rows.append(row)
+    return rows
+
+
+def verdicts(rows: list[dict]) -> list[str]:
+    by = {r["what"]: r for r in rows}
+    out = []
+    for name, ratio, rss in (("stats", STATS_RATIO, STATS_RSS), ("pcap-info", PCAP_INFO_RATIO, PCAP_INFO_RSS)):
+        r = by.get(name)
+        if r is None or np.isnan(r["ratio"]):
+            continue
+        ok_t, ok_m = r["ratio"] <= ratio, r["rss_mib_median"] * 2**20 <= rss
+        out.append(f"{name}: {r['ratio']:.1f}x its limit (target {ratio:g}x: {'met' if ok_t else 'MISSED'}), "
+                   f"peak RSS {r['rss_mib_median']:.0f} MiB (target {rss / 2**30:g} GiB: "
+                   f"{'met' if ok_m else 'MISSED'})")
+    return out
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| what | wall s, median [min-max] | peak RSS MiB, median [min-max] | limit | x limit |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        ratio = "" if np.isnan(r["ratio"]) else f"{r['ratio']:.1f}"
+        lines.append(f"| {r['what']} | {r['s_median']:.3f} [{r['s_min']:.3f}-{r['s_max']:.3f}] | "
+                     f"{r['rss_mib_median']:.0f} [{r['rss_mib_min']:.0f}-{r['rss_mib_max']:.0f}] | "
+                     f"{r['limit']} | {ratio} |")
+    return "\n".join(lines)
+
+
+def write_results(out: Path, rows: list[dict], facts: dict, notes: list[str]) -> None:
+    import pandas as pd
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(out / "results.csv", index=False, float_format="%.4f")
+    (out / "README.md").write_text(
+        "# Analysis commands on 1 GiB inputs, beside their limits (issue 17)\n\n"
+        "`make bench` (`python -m magnet.experiments.bench_analysis`); see the module's docstring "
+        "for what is measured and how.\n\n"
+        + "\n".join(f"- {k}: {v}" for k, v in facts.items()) + "\n\n" + table(rows) + "\n\n"
+        + "\n".join(f"- {n}" for n in notes) + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gib", type=float, default=1.0, help="size of each input in GiB (default 1)")
+    ap.add_argument("--runs", type=int, default=3, help="interleaved runs (default 3)")
+    ap.add_argument("--dir", default=None, help="where to write the inputs (default: a temp dir in /tmp)")
+    ap.add_argument("--out", type=Path, default=RESULTS, help=f"results directory (default {RESULTS})")
+    args = ap.parse_args(argv)
+    from magnetlib.trace import NATIVE
+    workdir = tempfile.mkdtemp(prefix="magnet-bench-analysis-", dir=args.dir or "/tmp")
+    trace, pcap = os.path.join(workdir, "bench.magnet"), os.path.join(workdir, "bench.pcap")
+    try:
+        records = int(args.gib * (1 << 30)) // 24
+        generate(trace, records, NATIVE)
+        packets = generate_pcap(pcap, int(args.gib * (1 << 30)))
+        facts = {"trace": f"{os.path.getsize(trace) / 2**30:.2f} GiB, {records:,} records, 64 streams",
+                 "pcap": f"{os.path.getsize(pcap) / 2**30:.2f} GiB, {packets:,} packets, snaplen {PCAP_SNAPLEN}",
+                 "runs": f"{args.runs}, interleaved", "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
+                 f"Linux {platform.release()}, load average {os.getloadavg()[0]:.1f} at the start",
+                 "date": time.strftime("%Y-%m-%d")}
+        print(json.dumps(facts), file=sys.stderr)
+        loop = build_c_loop(workdir)
+        times = measure(trace, pcap, loop, args.runs, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    rows = summarise(times)
+    notes = verdicts(rows) + ["compare matches the trace's streams against the pcap's flows: here they "
+                              "are unrelated, so it reads both and reports no match (exit 2)."]
+    print(table(rows))
+    print("\n".join(notes))
+    write_results(args.out, rows, facts, notes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
