@@ -22,13 +22,13 @@ import numpy as np
 
 from magnetlib import buildcache
 from magnetlib import format as fmt
+# The sockid of the LOST record that ends a trace whose capture stopped before
+# it was asked to (docs/trace-format.md; MAGNET_LOST_ENDED_EARLY in capture/writer.h).
+from magnetlib.scan import LOST_ENDED_EARLY
 
 SOURCE = Path(__file__).resolve().parent      # capture/: the C sources and their Makefile
 STATUS_DIR = "/run/magnet"
 CGROUP_PARENT = "magnet"
-# The sockid of the LOST record that ends a trace whose capture stopped before
-# it was asked to (docs/trace-format.md; MAGNET_LOST_ENDED_EARLY in capture/writer.h).
-LOST_ENDED_EARLY = 1
 
 
 class CaptureError(Exception):

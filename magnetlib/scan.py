@@ -25,6 +25,7 @@ CHUNK = 1 << 16
 WORKERS = max(1, min(os.cpu_count() or 1, 4))
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)   # Linux >= 5.14
 TABLE = fmt.EVENT_TABLE_SIZE
+LOST_ENDED_EARLY = 1                      # a LOST record's sockid when the capture stopped early
 KNOWN_SMALL = fmt.EVENT_INDEX >= 0
 
 
@@ -38,6 +39,7 @@ class Scan:
     zero_size: dict = field(default_factory=dict)    # Event -> records with size == 0
     lost: int = 0                         # records dropped, from LOST records
     lost_records: int = 0                 # LOST records
+    ended_early: bool = False             # the last record is a LOST record of sockid 1
     sysinfo_positions: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     unknown_events: int = 0
     first_unknown: tuple[int, int] | None = None      # (position, code)
@@ -198,6 +200,8 @@ def scan(trace) -> Scan:
             s.counts[ev], s.bytes[ev] = int(counts[ev]), int(nbytes[ev])
             s.errors[ev], s.zero_size[ev] = int(errors[ev]), int(zeros[ev])
     s.lost, s.lost_records = int(nbytes[Event.LOST]), int(counts[Event.LOST])
+    last = trace.records[stop - 1]
+    s.ended_early = bool(last["event"] == Event.LOST and last["sockid"] == LOST_ENDED_EARLY)
     high_pos = np.concatenate([pos for p in parts for pos, _ in p.high] or [np.zeros(0, np.int64)])
     high_code = np.concatenate([code for p in parts for _, code in p.high] or [np.zeros(0, np.intp)])
     is_sys = high_code == fmt.SYSINFO

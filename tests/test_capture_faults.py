@@ -139,6 +139,7 @@ def check_ended_early_with_loss(path: Path, magnet) -> None:
     info = magnet("info", path, check=True).stdout_text
     reported = re.search(r"^lost\s+(\d+) records", info, re.M)
     assert reported and int(reported[1]) == trace.scan.lost >= record["size"]
+    assert re.search(r"^ended early\s+yes", info, re.M) and trace.scan.ended_early
 
 
 def test_a_full_disk_ends_the_trace_early(magnet_read, small_disk, tmp_path, magnet):

@@ -1,4 +1,6 @@
 """The magnet command: output of each subcommand, and clean failures on bad input."""
+import re
+
 import numpy as np
 import pytest
 
@@ -33,6 +35,19 @@ def test_info_shows_no_bytes_for_scheduler_events(tmp_path, magnet):
             magnet("info", tmp_path / "s.magnet", check=True).stdout_text.splitlines()[-3:]}
     assert rows["SOCK_SEND"] == ["1", "1000", "0", "0"]
     assert rows["SCHED_SWITCH"] == ["1", "-", "-", "-"] and rows["SCHED_ENTER"] == ["1", "-", "-", "-"]
+
+
+@pytest.mark.parametrize("last_sockid, early", [(1, True), (0, False)])
+def test_info_and_stats_say_when_a_capture_ended_early(tmp_path, magnet, last_sockid, early):
+    """A last LOST record of sockid 1 marks a capture that stopped early (docs/trace-format.md)."""
+    rec = magnetlib.empty_records(3)
+    rec["timestamp"], rec["event"] = [10, 20, 30], [Event.SOCK_SEND, Event.SOCK_SEND, Event.LOST]
+    rec["sockid"], rec["size"] = [7, 7, last_sockid], [1000, 500, 4]
+    magnetlib.write(tmp_path / "s.magnet", rec)
+    info = magnet("info", tmp_path / "s.magnet", check=True).stdout_text
+    stats = magnet("stats", tmp_path / "s.magnet", check=True).stdout_text
+    assert ("ended early" in info) is early and ("ended early" in stats) is early
+    assert re.search(r"^lost\s+4 records", info, re.M)
 
 
 def test_parse_is_tab_delimited_with_header(ftp, magnet):

@@ -84,6 +84,9 @@ def cmd_info(args) -> int:
     rows.append(("records", f"{s.records} (+{trace.header_len} header)"))
     rows.append(("streams", str(len(trace.stream_ids()))))
     rows.append(("lost", f"{s.lost} records (reported by {s.lost_records} LOST records)"))
+    if s.ended_early:
+        rows.append(("ended early", "yes: the capture stopped before it was asked to "
+                                    "(its file could not be written, or it was killed)"))
     if s.backsteps:
         rows.append(("reordered", f"{s.backsteps} records earlier than their predecessor "
                                   f"(at most {trace.ticks_to_ns(s.max_backstep_ticks) / 1e3:.1f} us)"))
@@ -216,6 +219,9 @@ def cmd_stats(args) -> int:
     if trace.scan.lost:
         print(f"\nnote: {trace.scan.lost} records were lost during capture; "
               "these figures undercount around the LOST records")
+    if trace.scan.ended_early:
+        print("\nnote: the capture ended early (stopped before it was asked to); "
+              "these figures stop where it did")
     return 0
 
 
