@@ -85,7 +85,7 @@ def capture(trace: Path, size: int, path=None, timeout: float = 600) -> dict:
                                    VSFTPD, str(config)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            fetched = _fetch(hop, timeout)
+            fetched = _fetch(hop, server, timeout)
         finally:
             # Only vsftpd itself: `magnet capture`'s own command line names the config too.
             subprocess.run(["pkill", "-TERM", "-f", f"^{VSFTPD} {config}"], capture_output=True)
@@ -97,11 +97,15 @@ def capture(trace: Path, size: int, path=None, timeout: float = 600) -> dict:
     return fetched
 
 
-def _fetch(hop, timeout: float) -> dict:
+def _fetch(hop, server: subprocess.Popen, timeout: float) -> dict:
     """curl the file from the client's namespace (the path's right end) once the server listens."""
     from magnet.replay import netns
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while True:
+        if server.poll() is not None:        # the capture (or vsftpd) ended before serving
+            err = server.stderr.read().strip().splitlines()
+            raise TraceError("magnet capture", f"exited with status {server.returncode} before the "
+                             f"server answered: {err[-1] if err else 'no message'}")
         proc = netns.sh("curl", "-s", "-o", "/dev/null", "-w",
                         "%{size_download} %{time_total}", "--max-time", str(int(timeout)),
                         f"ftp://{hop.left_addr}/file.bin", ns=hop.right_ns, check=False)
