@@ -525,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.engines:
         common.gate(False, "no engine can run here: " + "; ".join(f"{e}: {w}" for e, w in skipped.items()))
     work = args.work or Path(tempfile.mkdtemp(prefix="magnet-modmap-"))
+    work.mkdir(parents=True, exist_ok=True)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         live = None
@@ -541,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
     if not frames:
-        common.gate(False, "every run failed: " + "; ".join(failed))
+        why = failed or [f"{what}: {reason}" for what, reason in skipped.items()]
+        common.gate(False, "nothing ran: " + "; ".join(why or ["no run matches these options"]))
     write_results(args, pd.concat(frames, ignore_index=True), skipped, failed)
     return 1 if failed else 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from magnet.experiments import modmap
+from magnet.experiments import ftp_server, modmap
 from magnet.replay import engines
 
 from .conftest import require, run_magnet
@@ -59,6 +59,21 @@ def test_tcp_map_runs_real_stacks_over_the_emulated_path(tmp_path):
     # The emulator applied the 60 ms round trip: the senders' own TCP measured it.
     assert (stacks["rtt_measured_ms"] > 55).all() and (stacks["rtt_measured_ms"] < 90).all()
     assert (stacks["mean_size"] <= 1448).all() and (stacks["mean_size"] > 0).all()
+
+
+def test_live_ftp_workload_into_a_new_work_directory(tmp_path):
+    """vsftpd's capture is the first thing written into --work, which need not exist yet."""
+    require_engine("tcp")
+    why = ftp_server.unavailable()
+    require(why is None, f"live FTP capture: {why}")
+    work = tmp_path / "not" / "yet"
+    proc = run_magnet("experiment", "modmap", "--out", tmp_path / "m", "--engines", "tcp", "--settings",
+                      "base", "--workloads", "vsftpd", "--base-runs", "1", "--stacks", "2",
+                      "--file-size", "1MB", "--work", work)
+    assert proc.returncode == 0, proc.stderr_text
+    assert (work / "vsftpd.magnet").stat().st_size > 0
+    table = pd.read_csv(tmp_path / "m" / "map.csv")
+    assert set(table["workload"]) == {"vsftpd"} and list(table["stack"]) == [0, 1, 2]
 
 
 def test_bad_options_are_one_line(tmp_path):
