@@ -7,7 +7,8 @@
 Both run until SIGTERM (or SIGINT) and then print one JSON line: the bytes
 they moved.  The sink prints `ready` once it listens (TCP on SINK_PORT, UDP on
 SINK_PORT) and discards what arrives.  The sender opens one thread per bulk
-TCP flow (writing 64 KiB at a time, as fast as TCP lets it) and one per UDP
+TCP flow (writing 64 KiB at a time, as fast as TCP lets it, with the replay's
+congestion control: --cc, as ns-3's bulk flows use the stacks' TCP) and one per UDP
 source: Poisson sends `size`-byte datagrams at exponential gaps, Pareto
 on/off sends them back to back at a peak rate during Pareto-distributed on
 periods (shape 1.5) separated by Pareto off periods, the peak set so that the
@@ -60,9 +61,9 @@ def _parse_flows(text: str) -> dict:
 
 # --------------------------------------------------------------- sources ---
 class Sender:
-    def __init__(self, addr: str, to: str, rate_bps: float, seed: int):
-        self.addr, self.to, self.rate, self.seed = addr, to, rate_bps, seed
-        self.sent = {"tcp_bytes": 0, "udp_bytes": 0, "udp_packets": 0}
+    def __init__(self, addr: str, to: str, rate_bps: float, seed: int, cc: str | None = None):
+        self.addr, self.to, self.rate, self.seed, self.cc = addr, to, rate_bps, seed, cc
+        self.sent = {"tcp_bytes": 0, "udp_bytes": 0, "udp_packets": 0, "tcp_cc": []}
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self.lock = threading.Lock()
@@ -75,9 +76,16 @@ class Sender:
 
     def bulk(self) -> None:
         try:
-            sock = socket.create_connection((self.to, SINK_PORT), timeout=10,
-                                            source_address=(self.addr, 0))
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            if self.cc:                   # else the namespace's default (init_net's: often bbr)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.cc.encode())
+            sock.bind((self.addr, 0))
+            sock.settimeout(10)
+            sock.connect((self.to, SINK_PORT))
             sock.settimeout(0.5)
+            used = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+            with self.lock:
+                self.sent["tcp_cc"] = sorted({*self.sent["tcp_cc"], used.rstrip(b"\0").decode()})
             payload = memoryview(bytearray(CHUNK))
             while not self.stopping.is_set():
                 try:
@@ -205,13 +213,14 @@ def main(argv=None) -> int:
     p.add_argument("--to", help="the sink's address (send)")
     p.add_argument("--rate", type=float, default=0, help="the bottleneck's rate, bit/s (send)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--cc", help="the bulk TCP flows' congestion control (default: the namespace's)")
     p.add_argument("--flows", action="append", default=[], help="tcp:N, poisson:SHARE/SIZE, "
                    "pareto:SHARE/SIZE/ON_NS/OFF_NS (send)")
     args = p.parse_args(argv)
     if args.role == "sink":
         result = sink(args.addr)
     else:
-        result = Sender(args.addr, args.to, args.rate, args.seed).run([_parse_flows(f) for f in args.flows])
+        result = Sender(args.addr, args.to, args.rate, args.seed, args.cc).run([_parse_flows(f) for f in args.flows])
     print(json.dumps(result), flush=True)
     return 0
 

@@ -45,6 +45,7 @@ def available_cc() -> list[str]:
 @dataclass
 class LinuxTcp:
     endpoint_args: list[str]
+    cc: str = "cubic"                         # Linux's name of the congestion control
     sysctls: list[str] = field(default_factory=list)
     route_opts: list[str] = field(default_factory=list)
     delack_max_ns: int | None = None          # a cap that needs replay.delack
@@ -64,7 +65,7 @@ def plan(tcp, namespaces: bool, available: list[str], default_mss: int | None = 
             args.append(f"{flag}={value}")
     if not tcp.nagle:
         args.append("--nodelay")
-    out = LinuxTcp(args)
+    out = LinuxTcp(args, cc)
     out.applied.append(f"TCP_CONGESTION {cc}" + ("" if tcp.nagle else ", TCP_NODELAY")
                        + (f", TCP_MAXSEG {mss}" if mss else "")
                        + "".join(f", {n} {v}" for n, v in (("SO_SNDBUF", tcp.sndbuf), ("SO_RCVBUF", tcp.rcvbuf)) if v)

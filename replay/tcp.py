@@ -335,7 +335,8 @@ class Lab:
             sender = self.spawn(s.cross_ns[0], [sys.executable, "-m", "magnet.replay.cross", "send",
                                                 f"--addr={s.cross_addr[0]}", f"--to={s.cross_addr[1]}",
                                                 f"--rate={s.path.rate_bps or 0}",
-                                                f"--seed={self.scenario.seed * 1000 + k}", *flows],
+                                                f"--seed={self.scenario.seed * 1000 + k}",
+                                                f"--cc={self.linux.cc}", *flows],
                                 self.cross_procs)
             self.ready(sender, f"stack {k} cross-traffic sender")
             started[k] = (sender, sink)

@@ -193,6 +193,7 @@ def test_relay_chain_with_cross_traffic(tmp_path, namespaces, bpf):
         assert s.trace.exists()
         got = s.cross["received"]
         assert got["tcp_bytes"] > 1_000_000 and got["udp_packets"] > 100
+        assert s.cross["sent"]["tcp_cc"] == [scenario.tcp.cc]     # the stacks' TCP, as in ns-3
         forward = s.path_stats["forward"]
         assert forward["forwarded_bytes"] >= s.delivered + got["tcp_bytes"] + got["udp_bytes"]
         assert forward["queue_max_packets"] > 20
