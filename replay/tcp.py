@@ -439,11 +439,13 @@ def check_privileges(options: TcpOptions) -> None:
 # ------------------------------------------------------------ one stack ---
 @dataclass
 class Work:
-    """A stack's files: the writes of each end, and what each end recorded."""
+    """A stack's files: the writes of each end, and what each end recorded. Its
+    directory is private (0700), as traces are 0600: they say who sent what when."""
     directory: Path
 
     def __post_init__(self):
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.directory, 0o700)
 
     def path(self, name: str) -> Path:
         return self.directory / name

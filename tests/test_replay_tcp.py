@@ -96,6 +96,7 @@ def test_request_response_waits_for_the_peer(tmp_path):
     run = tcp.run_chain(demand, tmp_path, Scenario(stacks=1), LOOPBACK)
     s = run.stacks[0]
     assert s.written == 8 * 300 and s.delivered == 8 * 300 and s.sender["read"] == 8 * 5000
+    assert (tmp_path / "stack-1").stat().st_mode & 0o777 == 0o700     # private, as traces
     ini = endpoint.load_record(tmp_path / "stack-1" / "initiator-record")
     acc = endpoint.load_record(tmp_path / "stack-1" / "acceptor-record")
     ini_w, acc_w = fidelity.writes(ini), fidelity.writes(acc)
