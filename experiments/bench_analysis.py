@@ -188,12 +188,12 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_results(out: Path, rows: list[dict], facts: dict, notes: list[str]) -> None:
+def write_results(out: Path, rows: list[dict], facts: dict, notes: list[str], gib: float) -> None:
     import pandas as pd
     out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(out / "results.csv", index=False, float_format="%.4f")
     (out / "README.md").write_text(
-        "# Analysis commands on 1 GiB inputs, beside their limits (issue 17)\n\n"
+        f"# Analysis commands on {gib:g} GiB inputs, beside their limits (issue 17)\n\n"
         "`make bench` (`python -m magnet.experiments.bench_analysis`); see the module's docstring "
         "for what is measured and how.\n\n"
         + "\n".join(f"- {k}: {v}" for k, v in facts.items()) + "\n\n" + table(rows) + "\n\n"
@@ -227,9 +227,14 @@ def main(argv=None) -> int:
     rows = summarise(times)
     notes = verdicts(rows) + ["compare matches the trace's streams against the pcap's flows: here they "
                               "are unrelated, so it reads both and reports no match (exit 2)."]
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if 2 * args.gib * (1 << 30) > memory:
+        notes.append(f"the two inputs ({2 * args.gib:g} GiB) exceed this machine's memory "
+                     f"({memory / 2**30:.0f} GiB): no run finds them all in the page cache, so the "
+                     "limits too read from disk and the ratios compare disk-bound times.")
     print(table(rows))
     print("\n".join(notes))
-    write_results(args.out, rows, facts, notes)
+    write_results(args.out, rows, facts, notes, args.gib)
     return 0
 
 
