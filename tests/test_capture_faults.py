@@ -81,7 +81,11 @@ def test_the_reader_stops_with_magnet_capture(magnet_read, tmp_path, sig):
     name = f"kill{sig}"
     cgroup = capture.cgroup2_root() / capture.CGROUP_PARENT / f"{PREFIX}-{name}"
     started = tmp_path / "started"
-    wrapper = subprocess.Popen(capture_cmd(out, status, name, "sh", "-c", f"touch {started}; exec sleep 60"))
+    # The signal's default action, even when the tests run under nohup (an ignored
+    # SIGHUP stays ignored by magnet capture, by design).
+    wrapper = subprocess.Popen(capture_cmd(out, status, name, "sh", "-c", f"touch {started}; exec sleep 60"),
+                               preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
+                                                   for s in (signal.SIGTERM, signal.SIGHUP)])
     reader = None
     try:
         reader = reader_pid(status)

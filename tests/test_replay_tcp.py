@@ -199,8 +199,8 @@ def test_relay_chain_with_cross_traffic(tmp_path, namespaces, bpf):
         assert forward["forwarded_bytes"] >= s.delivered + got["tcp_bytes"] + got["udp_bytes"]
         assert forward["queue_max_packets"] > 20
     # The stacks overlap in time: each relays while the previous one still sends.
-    starts = [int(s.send.ns[0]) for s in run.stacks]
-    assert starts == sorted(starts) and starts[-1] - starts[0] < 200 * MS
+    for before, after in zip(run.stacks, run.stacks[1:]):
+        assert before.send.ns[0] <= after.send.ns[0] < before.send.ns[-1]
 
 
 def test_pcap_fallback(tmp_path, namespaces):
