@@ -1,5 +1,6 @@
 """A progress bar for waits that cannot report progress themselves: a build, a
-replay running in real time.  It counts seconds on stderr from a thread.
+replay running in real time.  It counts seconds on stderr from a thread, on a
+terminal only: in a log, redrawn bars are noise (the callers' own lines stand).
 
     with progress.timed("stack 1/4", expected_s=20):   # fills over 20 s
         wait_for_the_stack()
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 
 @contextmanager
 def timed(desc: str, expected_s: float | None = None, show: bool = True):
-    if not show:
+    if not show or not sys.stderr.isatty():
         yield
         return
     from tqdm.auto import tqdm
