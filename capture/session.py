@@ -183,11 +183,15 @@ class Capture:
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         finally:
             os.close(w)
-        with os.fdopen(r, "rb") as ready:
-            ok = self._wait_ready(ready, timeout)
+        ok = False
+        try:
+            with os.fdopen(r, "rb") as ready:
+                ok = self._wait_ready(ready, timeout)
+        finally:
+            if not ok:                         # refused, timed out, or we were interrupted
+                self.proc.kill()
+                self.proc.wait()
         if not ok:
-            self.proc.kill()
-            self.proc.wait()
             raise CaptureError(self.error() or "magnet-read did not start")
         return self
 

@@ -293,7 +293,7 @@ def sweep(prefix: str) -> list[str]:
     """Delete what a run made with `prefix` left: its namespaces (with their veths
     and qdiscs), any of its veths left here, and its cgroups (magnet/PREFIX-*,
     after interrupting captures that record them); returns what was removed."""
-    gone = _sweep_cgroups(prefix) + _stop_emulators(prefix)
+    gone = sweep_cgroups(prefix) + _stop_emulators(prefix)
     ns_name = re.compile(rf"{re.escape(prefix)}-(n\d+|cs|cr)")
     names_found = [name for name in listed() if ns_name.fullmatch(name)]
     remove(names_found)
@@ -318,7 +318,8 @@ def _stop_emulators(prefix: str) -> list[str]:
     return [f"linkem process {pid}" for pid in found]
 
 
-def _sweep_cgroups(prefix: str) -> list[str]:
+def sweep_cgroups(prefix: str) -> list[str]:
+    """Remove a prefix's cgroups (magnet/PREFIX-*), interrupting captures that record them."""
     from magnet import capture
     try:
         parent = capture.cgroup2_root() / capture.CGROUP_PARENT

@@ -202,6 +202,7 @@ class Lab:
         # Everything this run starts (workers, captures, emulators) inherits self.cpus;
         # the initiator, whose writes are paced, moves to self.pacer_cpus alone.
         self.exits.callback(os.sched_setaffinity, 0, self.saved_cpus)
+        self.exits.callback(netns.sweep_cgroups, self.prefix)   # last: what an interrupt left
         try:
             os.sched_setaffinity(0, self.cpus)
             if not self.options.loopback:
@@ -370,10 +371,12 @@ class CappedSession:
         self.cgroup = capture.make_cgroup(cgroup_name) if self.own else inner.cgroup
         try:
             self.cap = delack.Cap(self.cgroup, timeout_ns)
-        except (RuntimeError, OSError) as e:
+        except BaseException as e:             # an interrupt too: the cgroup must not outlive us
             if self.own:
                 capture.remove_cgroup(self.cgroup)
-            raise ReplayError("--delack-timeout", str(e)) from None
+            if isinstance(e, (RuntimeError, OSError)):
+                raise ReplayError("--delack-timeout", str(e)) from None
+            raise
 
     def __getattr__(self, name):
         return getattr(self.inner, name)

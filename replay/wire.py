@@ -89,9 +89,11 @@ class BpfSession:
         self.cap = capture.Capture(path, cgroup=self.cgroup, settings=capture.Settings(ext=True))
         try:
             self.cap.start()
-        except (capture.CaptureError, OSError) as e:
+        except BaseException as e:             # an interrupt too: the cgroup must not outlive us
             capture.remove_cgroup(self.cgroup)
-            raise capture.CaptureError(f"magnet-read could not start: {e}") from None
+            if isinstance(e, (capture.CaptureError, OSError)):
+                raise capture.CaptureError(f"magnet-read could not start: {e}") from None
+            raise
 
     def preexec(self) -> None:
         capture.join_cgroup(self.cgroup)

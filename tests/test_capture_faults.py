@@ -221,3 +221,31 @@ def test_a_trace_left_mid_record_is_ended_early(tmp_path):
     assert not capture.mark_ended_early(tmp_path / "missing.magnet")
     (tmp_path / "text").write_text("not a trace at all")
     assert not capture.mark_ended_early(tmp_path / "text")
+
+
+# --------------------------------------------------- interrupted while loading ---
+class Interrupted(BaseException):
+    pass
+
+
+def test_an_interrupted_start_leaves_no_reader_and_no_cgroup(magnet_read, tmp_path):  # noqa: F811
+    """A Ctrl-C while magnet-read loads its programs (a replay's stack starting its
+    capture) stops that magnet-read and removes the cgroup made for it: none may
+    outlive the interrupted caller (a test of issue 16 left the cgroup behind)."""
+    from magnet.replay import wire
+    name = f"{PREFIX}-interrupted"
+    out = tmp_path / "interrupted.magnet"
+
+    def interrupt(*_):
+        raise Interrupted
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.05)                # magnet-read takes longer to load
+    try:
+        with pytest.raises(Interrupted):
+            wire.BpfSession(out, name)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not (capture.cgroup2_root() / capture.CGROUP_PARENT / name).exists()
+    readers = subprocess.run(["pgrep", "-af", "magnet-read"], capture_output=True, text=True).stdout
+    assert str(out) not in readers
