@@ -39,6 +39,8 @@ class Index:
         if not len(ids):
             return np.zeros(0, np.int64)
         heads = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        if len(heads) > len(ids) // 2:        # short runs: cheaper to look every id up
+            return self._lookup(ids)
         index = self._lookup(ids[heads])
         return np.repeat(index, np.diff(np.r_[heads, len(ids)]))
 
@@ -50,11 +52,11 @@ class Index:
         return self._index_of_sorted[pos]
 
     def _find(self, ids):
+        if not len(self._sorted):
+            return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
         pos = np.searchsorted(self._sorted, ids)
-        found = np.zeros(len(ids), bool)
-        inside = pos < len(self._sorted)
-        found[inside] = self._sorted[pos[inside]] == ids[inside]
-        return pos, found
+        np.minimum(pos, len(self._sorted) - 1, out=pos)    # past the end: compares unequal
+        return pos, self._sorted[pos] == ids
 
     def _add(self, new: np.ndarray) -> None:
         uniq, first = np.unique(new, return_index=True)
