@@ -94,7 +94,7 @@ class Tally:
         which = which.reshape(-1)
         counts = np.bincount(which)
         largest = np.zeros(len(first), np.int64)
-        np.maximum.at(largest, which, length)
+        np.maximum.at(largest, which, length.astype(np.int64))     # one dtype: numpy's fast path
         for row, n, big in zip(addr[first], counts.tolist(), largest.tolist()):
             raw = row.tobytes()
             self.packets[raw] = self.packets.get(raw, 0) + n
