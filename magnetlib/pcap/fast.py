@@ -223,6 +223,7 @@ IP = _be({"vhl": ("u1", 0), "tos4": ("u1", 1), "len4": (">u2", 2), "id4": (">u2"
 L4 = _be({"sport": (">u2", 0), "dport": (">u2", 2), "seq": (">u4", 4), "ack": (">u4", 8),
           "doff": ("u1", 12), "flags": ("u1", 13)}, 14)
 UDP_HEADER, TCP_MIN_HEADER = 8, 20
+IS_VLAN = np.isin(np.arange(1 << 16), list(ETH_VLAN))     # per ethertype: a lookup, not np.isin
 # The packets' addresses as little-endian 64-bit words (bytes 0-7, 8-15).
 ADDRESS_WORDS = np.dtype({"names": ["saddr", "daddr"], "formats": [("<u8", (2,))] * 2,
                           "offsets": [PACKET_DTYPE.fields[n][1] for n in ("saddr", "daddr")],
@@ -274,7 +275,7 @@ class _Columns:
         if lt == LINK_ETHERNET:
             eth, ok = self.gather(ETH, start)
             t1, t2, t3 = eth["type"], eth["type2"], eth["type3"]
-            vlan = np.isin(t1, list(ETH_VLAN))
+            vlan = IS_VLAN[t1]
             qinq = vlan & (t2 == ETH_8021Q)
             ethertype = np.where(qinq, t3, np.where(vlan, t2, t1))
             l3off = 14 + 4 * vlan.astype(np.int64) + 4 * qinq
