@@ -145,6 +145,9 @@ class Moments:
 # ----------------------------------------------------------- order statistics ---
 HDR_LIMIT_BITS = 52          # cells are computed through float64: exact below 2**53
 HDR_TOP = (1 << HDR_LIMIT_BITS) - 1
+# Values counted at a time: a slice's temporaries stay in the CPU cache between the
+# several operations on them (a million values at once ran at half the speed).
+SLICE = 1 << 17
 
 
 def hdr_cell(x: np.ndarray, m: int, wide: np.ndarray | None = None) -> np.ndarray:
@@ -280,6 +283,11 @@ class OrderStats:
             return
         if self.first_pass:
             self._open_groups(np.unique(group) if present is None else present)
+        for lo in range(0, len(group), SLICE):
+            self._add(group[lo:lo + SLICE], x[lo:lo + SLICE])
+
+    def _add(self, group: np.ndarray, x: np.ndarray) -> None:
+        if self.first_pass:
             self._count_first(self.group_target.view("t")[group], x)
             return
         t = self._target_of(group, x)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import format as fmt
-from .accumulate import Growing, Index, Moments, OrderStats
+from .accumulate import SLICE, Growing, Index, Moments, OrderStats
 from .format import Event
 from .scan import ahead
 from .trace import Batch, Trace
@@ -144,11 +144,22 @@ class _Spacing:
 
     def gaps(self, group: np.ndarray, ns: np.ndarray, ordered: bool, ngroups: int):
         """(group, gap ns) of every event after its group's first, and per group the
-        batch's gap count and sum; updates first and last.  The gaps come sorted by group,
-        each group's in time order (its gap from the batch before first)."""
+        batch's gap count and sum; updates first and last.  Each group's gaps come in
+        time order (its gap from the batch before first).  A batch in time order is
+        taken a slice at a time: sorting a cache-sized slice is twice as fast."""
         self.cols.cover(ngroups)
+        if not ordered or len(group) <= SLICE:
+            gap_group, gap, count, total = self._gaps(group, ns, ordered, ngroups)
+            return gap_group, gap, count, total.astype(np.float64)
+        parts = [self._gaps(group[lo:lo + SLICE], ns[lo:lo + SLICE], True, ngroups)
+                 for lo in range(0, len(group), SLICE)]
+        gap_group, gap, count, total = zip(*parts)
+        return np.concatenate(gap_group), np.concatenate(gap), sum(count), sum(total).astype(np.float64)
+
+    def _gaps(self, group: np.ndarray, ns: np.ndarray, ordered: bool, ngroups: int):
+        """gaps() of one slice, sorted by group; the sum is int64 (exact over slices)."""
         if not len(group):
-            return group, ns, np.zeros(ngroups, np.int64), np.zeros(ngroups)
+            return group, ns, np.zeros(ngroups, np.int64), np.zeros(ngroups, np.int64)
         key = group.astype(np.uint16) if ngroups <= 1 << 16 else group   # 16 bits: a radix sort
         if ordered:
             order = np.argsort(key, kind="stable")
@@ -165,7 +176,7 @@ class _Spacing:
         seen = before != INT64_MIN
         first[runs] = np.minimum(first[runs], t[starts])
         last[runs] = t[ends]
-        count, total = np.zeros(ngroups, np.int64), np.zeros(ngroups)
+        count, total = np.zeros(ngroups, np.int64), np.zeros(ngroups, np.int64)
         count[runs] = ends - starts + seen                   # gaps sum to the run's span
         total[runs] = (t[ends] - t[starts]) + np.where(seen, t[starts] - np.where(seen, before, 0), 0)
         gap = np.empty_like(t)
