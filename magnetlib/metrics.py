@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import format as fmt
-from .accumulate import Growing, Index, Moments, OrderStats
+from .accumulate import SLICE, Growing, Index, Moments, OrderStats
 from .format import Event
 from .scan import ahead
 from .trace import Batch, Trace
@@ -144,34 +144,49 @@ class _Spacing:
 
     def gaps(self, group: np.ndarray, ns: np.ndarray, ordered: bool, ngroups: int):
         """(group, gap ns) of every event after its group's first, and per group the
-        batch's gap count and sum; updates first and last."""
+        batch's gap count and sum; updates first and last.  Each group's gaps come in
+        time order (its gap from the batch before first).  A batch in time order is
+        taken a slice at a time: sorting a cache-sized slice is twice as fast."""
         self.cols.cover(ngroups)
+        if not ordered or len(group) <= SLICE:
+            gap_group, gap, count, total = self._gaps(group, ns, ordered, ngroups)
+            return gap_group, gap, count, total.astype(np.float64)
+        parts = [self._gaps(group[lo:lo + SLICE], ns[lo:lo + SLICE], True, ngroups)
+                 for lo in range(0, len(group), SLICE)]
+        gap_group, gap, count, total = zip(*parts)
+        return np.concatenate(gap_group), np.concatenate(gap), sum(count), sum(total).astype(np.float64)
+
+    def _gaps(self, group: np.ndarray, ns: np.ndarray, ordered: bool, ngroups: int):
+        """gaps() of one slice, sorted by group; the sum is int64 (exact over slices)."""
         if not len(group):
-            return group, ns, np.zeros(ngroups, np.int64), np.zeros(ngroups)
+            return group, ns, np.zeros(ngroups, np.int64), np.zeros(ngroups, np.int64)
         key = group.astype(np.uint16) if ngroups <= 1 << 16 else group   # 16 bits: a radix sort
         if ordered:
             order = np.argsort(key, kind="stable")
         else:
             order = np.argsort(ns, kind="stable")
             order = order[np.argsort(key[order], kind="stable")]
-        g, t = group[order], ns[order]
-        head = np.r_[True, g[1:] != g[:-1]]
-        starts = np.flatnonzero(head)                       # one run per group
-        ends = np.r_[starts[1:], len(g)] - 1
+        per_group = np.bincount(group, minlength=ngroups)
+        runs = np.flatnonzero(per_group)                    # one run per group, in order
+        g, t = np.repeat(runs, per_group[runs]), ns[order]  # repeat: cheaper than group[order]
+        ends = np.cumsum(per_group[runs]) - 1
+        starts = ends - per_group[runs] + 1
         first, last = self.cols.view("first"), self.cols.view("last")
-        runs = g[starts]
         before = last[runs]
         seen = before != INT64_MIN
         first[runs] = np.minimum(first[runs], t[starts])
         last[runs] = t[ends]
-        inside = ~head[1:]
-        cross = t[starts][seen] - before[seen]
-        count, total = np.zeros(ngroups, np.int64), np.zeros(ngroups)
+        count, total = np.zeros(ngroups, np.int64), np.zeros(ngroups, np.int64)
         count[runs] = ends - starts + seen                   # gaps sum to the run's span
         total[runs] = (t[ends] - t[starts]) + np.where(seen, t[starts] - np.where(seen, before, 0), 0)
-        gap_group = np.concatenate([runs[seen], g[1:][inside]])
-        gap = np.concatenate([cross, np.diff(t)[inside]])
-        return gap_group, gap, count, total
+        gap = np.empty_like(t)
+        np.subtract(t[1:], t[:-1], out=gap[1:])
+        gap[starts] = t[starts] - before                    # a run's first: from the batch before
+        if seen.all():
+            return g, gap, count, total
+        keep = np.ones(len(t), bool)
+        keep[starts[~seen]] = False                          # a group's first event has no gap
+        return g[keep], gap[keep], count, total
 
 
 class _Modulation:

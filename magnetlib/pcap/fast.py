@@ -223,6 +223,11 @@ IP = _be({"vhl": ("u1", 0), "tos4": ("u1", 1), "len4": (">u2", 2), "id4": (">u2"
 L4 = _be({"sport": (">u2", 0), "dport": (">u2", 2), "seq": (">u4", 4), "ack": (">u4", 8),
           "doff": ("u1", 12), "flags": ("u1", 13)}, 14)
 UDP_HEADER, TCP_MIN_HEADER = 8, 20
+IS_VLAN = np.isin(np.arange(1 << 16), list(ETH_VLAN))     # per ethertype: a lookup, not np.isin
+# The packets' addresses as little-endian 64-bit words (bytes 0-7, 8-15).
+ADDRESS_WORDS = np.dtype({"names": ["saddr", "daddr"], "formats": [("<u8", (2,))] * 2,
+                          "offsets": [PACKET_DTYPE.fields[n][1] for n in ("saddr", "daddr")],
+                          "itemsize": PACKET_DTYPE.itemsize})
 
 
 class _Columns:
@@ -270,7 +275,7 @@ class _Columns:
         if lt == LINK_ETHERNET:
             eth, ok = self.gather(ETH, start)
             t1, t2, t3 = eth["type"], eth["type2"], eth["type3"]
-            vlan = np.isin(t1, list(ETH_VLAN))
+            vlan = IS_VLAN[t1]
             qinq = vlan & (t2 == ETH_8021Q)
             ethertype = np.where(qinq, t3, np.where(vlan, t2, t1))
             l3off = 14 + 4 * vlan.astype(np.int64) + 4 * qinq
@@ -325,11 +330,12 @@ class _Columns:
         out["ip_ttl"][sel] = np.where(s4, ip["ttl4"], ip["hlim"])
         out["ip_id"][sel] = np.where(s4, ip["id4"], 0)
         out["ip_frag_off"][sel] = np.where(s4, ip["frag"], 0)
-        mapped = np.empty((len(s4), 16), np.uint8)          # IPv4 as ::ffff:a.b.c.d
-        mapped[:, :10], mapped[:, 10:12] = 0, 0xFF
+        words = out.view(ADDRESS_WORDS)
         for name, v4name, v6name in (("saddr", "src4", "src6"), ("daddr", "dst4", "dst6")):
-            mapped[:, 12:] = ip[v4name]
-            out[name][sel] = np.where(s4[:, None], mapped, ip[v6name])
+            v6 = ip[v6name].view("<u8")                      # as two words, not 16 bytes
+            v4 = ip[v4name].view("<u4")[:, 0].astype(np.uint64)
+            words[name][sel, 0] = np.where(s4, 0, v6[:, 0])
+            words[name][sel, 1] = np.where(s4, v4 << 32 | 0xFFFF0000, v6[:, 1])   # ::ffff:a.b.c.d
 
 
 SEGMENT_BYTES = 128 << 20     # file bytes walked at a time (the walk's steps grow as its square root)

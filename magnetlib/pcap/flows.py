@@ -40,13 +40,13 @@ def _endpoint_keys(addr: np.ndarray, port: np.ndarray) -> np.ndarray:
     return np.column_stack(_endpoint_columns(addr, port))
 
 
-def _less_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise lexicographic a <= b."""
-    lt = np.zeros(len(a), bool)
-    eq = np.ones(len(a), bool)
-    for k in range(a.shape[1]):
-        lt |= eq & (a[:, k] < b[:, k])
-        eq &= a[:, k] == b[:, k]
+def _less_equal(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
+    """Row-wise lexicographic a <= b, of rows given as columns."""
+    lt = np.zeros(len(a[0]), bool)
+    eq = np.ones(len(a[0]), bool)
+    for x, y in zip(a, b):
+        lt |= eq & (x < y)
+        eq &= x == y
     return lt | eq
 
 
@@ -145,10 +145,12 @@ class FlowTable:
             fresh = (at >= 0) & (c.view(pos_name) == _NEVER)      # chunks come in order
             c.view(pos_name)[fresh] = pos[at[fresh]]
             c.view(low_name)[fresh] = src_low[at[fresh]]
-        payload = q["payload"].astype(np.float64)
-        for sel, way in ((src_low, "up"), (~src_low, "down")):
-            c.view(f"packets_{way}")[:] += np.bincount(flow[sel], minlength=n)
-            c.view(f"bytes_{way}")[:] += np.rint(np.bincount(flow[sel], weights=payload[sel], minlength=n)).astype(np.int64)
+        way = 2 * flow + ~src_low                              # up (0) and down (1) of each flow
+        packets = np.bincount(way, minlength=2 * n).reshape(n, 2)
+        nbytes = np.rint(np.bincount(way, weights=q["payload"], minlength=2 * n)).astype(np.int64).reshape(n, 2)
+        for k, name in enumerate(("up", "down")):
+            c.view(f"packets_{name}")[:] += packets[:, k]
+            c.view(f"bytes_{name}")[:] += nbytes[:, k]
         np.minimum.at(c.view("first_ns"), flow, q["time_ns"])
         np.maximum.at(c.view("last_ns"), flow, q["time_ns"])
 
@@ -246,7 +248,7 @@ def _flow_keys(q) -> tuple[list[np.ndarray], np.ndarray]:
     """Flow keys as 7 uint64 columns (proto, lower endpoint, higher endpoint; an endpoint
     is address high, low, port) and whether each packet's source is the lower endpoint."""
     src, dst = _endpoint_columns(q["saddr"], q["sport"]), _endpoint_columns(q["daddr"], q["dport"])
-    src_low = _less_equal(np.stack(src, axis=1), np.stack(dst, axis=1))
+    src_low = _less_equal(src, dst)
     lo = [np.where(src_low, a, b) for a, b in zip(src, dst)]
     hi = [np.where(src_low, b, a) for a, b in zip(src, dst)]
     return [q["proto"].astype(np.uint64), *lo, *hi], src_low
@@ -254,7 +256,9 @@ def _flow_keys(q) -> tuple[list[np.ndarray], np.ndarray]:
 
 def _endpoint_columns(addr: np.ndarray, port: np.ndarray) -> list[np.ndarray]:
     """Address high and low 64 bits (network order) and port, as uint64 columns."""
-    words = np.ascontiguousarray(addr).view(">u8").reshape(len(addr), 2)
+    if addr.strides[-1] != 1:
+        addr = np.ascontiguousarray(addr)
+    words = addr.view(">u8").reshape(len(addr), 2)          # each row's 16 bytes: no copy
     return [words[:, 0].astype(np.uint64), words[:, 1].astype(np.uint64), port.astype(np.uint64)]
 
 

@@ -1,0 +1,54 @@
+"""The batch accumulators against plain numpy on random batches (empty ones, one group,
+runs long and short, values near 2**62)."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from magnetlib.accumulate import Index, OrderStats, _log_linear, hdr_cell
+
+batches = st.lists(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0, 1, 7, 2**62 - 3, 2**64 - 1])),
+                            max_size=60), max_size=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches, st.integers(1, 8))
+def test_index_numbers_ids_by_first_appearance(parts, run):
+    index, seen, got, want = Index(), {}, [], []
+    for part in parts:
+        ids = np.repeat(np.array([v for _, v in part], np.uint64), run)      # runs of `run` equal ids
+        got.append(index.of(ids))
+        want.append(np.array([seen.setdefault(int(i), len(seen)) for i in ids], np.int64))
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert list(index.ids) == list(seen)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 2**52 - 1), max_size=50), st.sampled_from([3, 7, 10]))
+def test_hdr_cell_is_the_same_with_the_callers_mask(x, m):
+    x = np.array(x, np.int64)
+    want = np.array([v if v < 2 << m else _log_linear(np.array([v]), m)[0] for v in x.tolist()], np.int64)
+    assert np.array_equal(hdr_cell(x, m), want)
+    assert np.array_equal(hdr_cell(x, m, x >= (2 << m)), want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.one_of(st.integers(0, 3000), st.integers(2**62 - 9, 2**62))),
+                         max_size=80), min_size=1, max_size=4),
+       st.sampled_from([1 << 14, 300]))
+def test_order_stats_are_numpy_sort(parts, cells):
+    """Every rank of every group, over batches (one pass or several, as few cells allow)."""
+    top = 2**31 - 1
+    stats = OrderStats(m=4, top=top, cells=cells, collect=3)
+    chunks = [(np.array([g for g, _ in p], np.int64), np.array([v for _, v in p], np.int64)) for p in parts]
+    for group, x in chunks:
+        stats.add(group, x)
+    group = np.concatenate([g for g, _ in chunks])
+    x = np.concatenate([v for _, v in chunks])
+    want_group = np.repeat(np.arange(4), np.bincount(group, minlength=4))
+    rank = np.concatenate([np.arange(n) for n in np.bincount(group, minlength=4)]).astype(np.int64)
+    stats.want(want_group, rank)
+    while not stats.resolve():
+        for g, v in chunks:
+            need = stats.needs(g)
+            stats.add(g[need], v[need])
+    want = np.concatenate([np.sort(x[group == k]) for k in range(4)])
+    assert np.array_equal(stats.values, want)
