@@ -91,6 +91,7 @@ enum magnet_ext_valid {
 	MAGNET_EXT_SEGMENT = 0x08,	/* seq, ack_seq, tcp_flags describe the segment */
 	MAGNET_EXT_TASK = 0x10,	/* pid and cpu are set */
 	MAGNET_EXT_GSO = 0x20,	/* gso_segs and gso_size are set */
+	MAGNET_EXT_TCP_INFO = 0x40,	/* tcp_state, snd_wnd .. mss hold the socket's TCP_INFO (the preload capture): write_seq, copied_seq, snd_nxt and snd_una count bytes from the connection's first data byte, not sequence numbers */
 };
 
 struct magnet_core {

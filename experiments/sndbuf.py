@@ -128,7 +128,7 @@ def occupancy(trace_path: Path, sender: int) -> Occupancy:
     """
     with magnetlib.open(trace_path) as trace:
         pos = trace.select(None, sender)
-        pos = pos[(trace.column_at("valid", pos) & ExtValid.TCP_STATE) > 0]
+        pos = pos[(trace.column_at("valid", pos) & (ExtValid.TCP_STATE | ExtValid.TCP_INFO)) > 0]
         ns = trace.ns_at(pos)
         col = {name: trace.column_at(name, pos) for name in
                ("event", "size", "valid", "tcp_flags", "write_seq", "snd_una", "snd_nxt", "ack_seq")}

@@ -51,7 +51,7 @@ class StreamTotals:
         if task.any():
             self.pids.append(pa.table({"sockid": sid[task], "pid": cols["pid"][net][task]})
                              .group_by("sockid").aggregate([("pid", "max")]))
-        state = (valid & ExtValid.TCP_STATE) != 0
+        state = (valid & (ExtValid.TCP_STATE | ExtValid.TCP_INFO)) != 0     # both hold mss, srtt, windows
         if state.any():
             t = pa.table({"sockid": sid[state], **{c: cols[c][net][state] for c, _ in TCP_STATE_AGG}})
             t = t.set_column(t.schema.get_field_index("srtt_us"), "srtt_us",
