@@ -41,7 +41,8 @@ def register(sub) -> None:
     p.add_argument("--cgroup-name", help="name of the command's cgroup (default magnet-PID)")
     p.add_argument("--preload", action="store_true",
                    help="no BPF, no root: record the socket calls of CMD and its children with "
-                        "an LD_PRELOAD shim (SOCK_SEND/SOCK_RECV only; chosen when not root)")
+                        "an LD_PRELOAD shim (SOCK_SEND/SOCK_RECV only; chosen when not root; "
+                        "--ext adds a TCP_INFO snapshot per call, --port keeps to those ports)")
     p.add_argument("--all-sockets", action="store_true",
                    help="with --preload: every socket (UNIX, UDP, ...), not only TCP")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
@@ -166,8 +167,7 @@ def bpf_only_options(args) -> str | None:
     events = (args.events or "sock").lower().split(",")
     if not set(events) <= {"sock", "sock_send", "sock_recv"}:
         return f"--events {args.events}"
-    for flag, value in (("--ext", args.ext), ("--buffer", args.buffer),
-                        ("--drain-delay", args.drain_delay), ("--port", args.ports),
+    for flag, value in (("--buffer", args.buffer), ("--drain-delay", args.drain_delay),
                         ("--rotate-size", args.rotate_size), ("--rotate-time", args.rotate_time),
                         ("--stats", args.stats), ("--status-dir", args.status_dir),
                         ("--cgroup-name", args.cgroup_name)):
@@ -184,7 +184,8 @@ def capture_preloaded(command: list[str], args) -> int:
         return 2
     try:
         preload.check_command(command)
-        spool = preload.Spool(args.output, all_sockets=args.all_sockets)
+        spool = preload.Spool(args.output, all_sockets=args.all_sockets, ext=args.ext,
+                              ports=args.ports)
     except capture.CaptureError as e:
         warn(f"capture: {e}")
         return 2

@@ -7,6 +7,8 @@
  * a SOCK_SEND or SOCK_RECV record stamped when the call returns, sockid =
  * the socket cookie (getsockopt SO_COOKIE, the BPF capture's id), size =
  * what the call returned (-errno on failure, 0 for EOF). No payload is read.
+ * Optionally (MAGNET_PRELOAD_EXT) each record is an extended one with the
+ * socket's TCP_INFO, taken after the call (three more system calls).
  *
  * Hot path: the real call, one load from a per-fd cache (socket cookie, or
  * "not a traced socket"), then for traced sockets a clock read and a
@@ -21,13 +23,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -46,6 +53,8 @@
 #define FD_SLOTS (1u << 20)		/* fds the cache covers; higher ones are classified each call */
 #define FD_UNKNOWN 0ull			/* cache entry: not classified yet */
 #define FD_IGNORED (~0ull)		/* cache entry: not a socket we record */
+#define FD_ACTIVE_OPEN (1ull << 62)	/* flag of a cache entry: opened by connect() here (cookies are
+					 * counters, far below it; synthetic ids use bit 63) */
 #define RETRY_NS 100000000ull		/* a failed chunk allocation is retried after 100 ms */
 #define HIGH_FD 900			/* the spool fd is moved up here, out of the program's way */
 #define SPARE_CHUNKS 64			/* chunks of ended threads kept for new ones */
@@ -82,6 +91,11 @@ INTERPOSED(DECLARE_REAL)
 static struct {
 	bool enabled;			/* $MAGNET_PRELOAD_DIR was set */
 	bool all_sockets;		/* record every socket, not only TCP */
+	bool ext;			/* extended records with a TCP_INFO snapshot */
+	__u32 record_size;		/* MAGNET_CORE_SIZE, or MAGNET_EXT_RECORD_SIZE with ext */
+	__u16 ports[PRELOAD_MAX_PORTS];	/* only sockets with one of these local or remote ports */
+	int nports;			/* ... 0: any */
+	__u32 pid;			/* getpid(), for the snapshot */
 	__u64 *fds;			/* the per-fd cache */
 	int max_fd;			/* highest fd the cache ever held */
 	pthread_key_t thread_key;	/* its destructor unmaps an exiting thread's chunk */
@@ -198,7 +212,7 @@ static struct preload_chunk *map_chunk(__u32 bytes)
 
 struct thread_state {
 	struct preload_chunk *chunk;	/* this thread's chunk of the spool file, mapped */
-	struct magnet_core *slot;	/* its record slots */
+	char *slots;			/* its record slots, proc.record_size bytes each */
 	__u32 n;			/* slots in use */
 	__u32 limit;			/* records go below it; the slot at `limit` is kept for LOST */
 	__u32 next_bytes;		/* size of the next chunk */
@@ -211,13 +225,22 @@ struct thread_state {
 
 static __thread struct thread_state self __attribute__((tls_model("initial-exec")));
 
-static void put(struct thread_state *t, __u64 id, __u64 now, __u32 event, __s32 size)
+static inline struct magnet_core *slot_at(const struct thread_state *t, __u32 i)
+{
+	return (struct magnet_core *)(t->slots + (size_t)i * proc.record_size);
+}
+
+/* A record in the next slot; `ext`, when not NULL, is its extended block. */
+static void put(struct thread_state *t, __u64 id, __u64 now, __u32 event, __s32 size,
+		const struct magnet_ext *ext)
 {
 	__u32 i = t->n++;		/* claimed first: a signal handler recording meanwhile takes the next */
-	struct magnet_core *r = &t->slot[i];
+	struct magnet_core *r = slot_at(t, i);
 
-	__builtin_prefetch(r + 4, 1);	/* the line after next: a fresh page-cache line costs a miss */
+	__builtin_prefetch((char *)r + 96, 1);	/* a line ahead: a fresh page-cache line costs a miss */
 	barrier();
+	if (ext)
+		((struct magnet_record *)r)->ext = *ext;
 	r->sockid = id;
 	r->event = event;
 	r->size = size;
@@ -232,21 +255,21 @@ static void drop_chunk(struct thread_state *t)
 	if (t->chunk)
 		munmap(t->chunk, t->chunk->bytes);
 	t->chunk = NULL;
-	t->slot = NULL;
+	t->slots = NULL;
 	t->n = 0;
 	t->lost_rec = NULL;
 }
 
 static __u32 limit_of(const struct preload_chunk *c)
 {
-	return c->bytes / MAGNET_CORE_SIZE - 2;		/* the header and the kept slot */
+	return (c->bytes - MAGNET_CORE_SIZE) / proc.record_size - 1;	/* after the header; the kept slot */
 }
 
 static void use_chunk(struct thread_state *t, struct preload_chunk *c, __u32 n)
 {
 	drop_chunk(t);
 	t->chunk = c;
-	t->slot = (struct magnet_core *)(c + 1);
+	t->slots = (char *)(c + 1);
 	t->n = n;
 	t->next_bytes = c->bytes < PRELOAD_LAST_CHUNK ? c->bytes * 2 : c->bytes;
 	if (!t->keyed) {
@@ -290,7 +313,7 @@ static int new_chunk(struct thread_state *t, __u64 now)
 		t->retry_at = now + RETRY_NS;
 		return -1;
 	}
-	*c = (struct preload_chunk){ PRELOAD_CHUNK_MAGIC, bytes, 0, getpid(), gettid() };
+	*c = (struct preload_chunk){ PRELOAD_CHUNK_MAGIC, bytes, proc.record_size, 0, getpid(), gettid() };
 	use_chunk(t, c, 0);
 	return 0;
 }
@@ -310,7 +333,7 @@ static int make_room(struct thread_state *t, __u64 now)
 	if (!err && t->lost) {
 		__s32 n = t->lost > INT32_MAX ? INT32_MAX : (__s32)t->lost;
 
-		put(t, 0, now, MAGNET_LOST, n);
+		put(t, 0, now, MAGNET_LOST, n, NULL);
 		t->lost -= n;
 	}
 	barrier();
@@ -330,8 +353,8 @@ static void count_lost(struct thread_state *t, __u64 now)
 	if (t->busy || !t->chunk)
 		return;
 	if (!t->lost_rec) {
-		t->lost_rec = &t->slot[t->n];
-		put(t, 0, now, MAGNET_LOST, 0);
+		t->lost_rec = slot_at(t, t->n);
+		put(t, 0, now, MAGNET_LOST, 0, NULL);
 	}
 	room = INT32_MAX - t->lost_rec->size;
 	room = room < t->lost ? room : t->lost;
@@ -340,7 +363,7 @@ static void count_lost(struct thread_state *t, __u64 now)
 	t->lost_rec->timestamp = now;
 }
 
-static void record(__u64 id, __u32 event, __s32 size, __u64 now)
+static void record(__u64 id, __u32 event, __s32 size, __u64 now, const struct magnet_ext *ext)
 {
 	struct thread_state *t = &self;
 
@@ -348,7 +371,7 @@ static void record(__u64 id, __u32 event, __s32 size, __u64 now)
 		count_lost(t, now);
 		return;
 	}
-	put(t, id, now, event, size);
+	put(t, id, now, event, size, ext);
 }
 
 /* A thread ends: its records stay in the file, the rest of its chunk goes
@@ -393,9 +416,44 @@ static bool is_tcp(int fd)
 	       sockopt_int(fd, SO_PROTOCOL) == IPPROTO_TCP;
 }
 
+static int port_of(int fd, bool peer)
+{
+	struct sockaddr_storage a;
+	socklen_t len = sizeof(a);
+
+	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&a, &len))
+		return -1;
+	if (a.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&a)->sin_port);
+	if (a.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
+	return -1;
+}
+
+static bool port_wanted(int port)
+{
+	for (int i = 0; i < proc.nports; i++)
+		if (proc.ports[i] == port)
+			return true;
+	return false;
+}
+
+/* With --port: FD_IGNORED unless its local or remote port is one of them
+ * (`peer_hint`, when not -1, is the remote port connect() was given: it is
+ * not known to getpeername until the handshake ends); FD_UNKNOWN while the
+ * remote port is not known yet (asked again at the next call). */
+static __u64 port_verdict(int fd, __u64 cookie, int peer_hint)
+{
+	int peer = peer_hint >= 0 ? peer_hint : port_of(fd, true);
+
+	if (!proc.nports || port_wanted(port_of(fd, false)) || port_wanted(peer))
+		return cookie;
+	return peer < 0 ? FD_UNKNOWN : FD_IGNORED;
+}
+
 /* What the cache should hold for `fd`: its socket cookie, FD_IGNORED, or
  * FD_UNKNOWN when the fd is not open (nothing to cache). */
-static __u64 classify(int fd)
+static __u64 classify(int fd, int peer_hint)
 {
 	__u64 cookie = 0;
 	socklen_t len = sizeof(cookie);
@@ -409,7 +467,7 @@ static __u64 classify(int fd)
 	}
 	if (!proc.all_sockets && !is_tcp(fd))
 		return FD_IGNORED;
-	return cookie;
+	return port_verdict(fd, cookie, peer_hint);
 }
 
 static __attribute__((always_inline)) inline __u64 cached(int fd)
@@ -419,9 +477,12 @@ static __attribute__((always_inline)) inline __u64 cached(int fd)
 	return FD_UNKNOWN;
 }
 
-static __u64 learn(int fd)
+static __u64 learn(int fd, int peer_hint, __u64 flags)
 {
-	__u64 id = classify(fd);
+	__u64 id = classify(fd, peer_hint);
+
+	if (id != FD_UNKNOWN && id != FD_IGNORED)
+		id |= flags;
 
 	if ((unsigned)fd < FD_SLOTS && proc.fds && id != FD_UNKNOWN) {
 		__atomic_store_n(&proc.fds[fd], id, __ATOMIC_RELAXED);
@@ -449,17 +510,99 @@ static void forget(int fd)
 
 /* --------------------------------------------------------- recording --- */
 
+#define SNAPSHOT_TRIES 4
+
+union tcp_info_buf {
+	struct tcp_info ti;
+	char raw[sizeof(struct tcp_info) + 64];	/* newer kernels return more */
+};
+
+struct queues {
+	int out, in;			/* SIOCOUTQ (write_seq - snd_una), SIOCINQ (rcv_nxt - copied_seq) */
+};
+
+static int read_queues(int fd, struct queues *q)
+{
+	return ioctl(fd, SIOCOUTQ, &q->out) || ioctl(fd, SIOCINQ, &q->in) ? -1 : 0;
+}
+
+/* TCP_INFO and the queues at one moment: TCP_INFO between two readings of
+ * the queues that agree (an ACK or data arriving in between changes them). */
+static int read_tcp_info(int fd, union tcp_info_buf *u, socklen_t *len, struct queues *q)
+{
+	struct queues before;
+
+	for (int i = 0; i < SNAPSHOT_TRIES; i++) {
+		*len = sizeof(*u);
+		if (read_queues(fd, &before) || getsockopt(fd, IPPROTO_TCP, TCP_INFO, u, len) ||
+		    read_queues(fd, q))
+			return -1;
+		if (before.out == q->out && before.in == q->in)
+			return 0;
+	}
+	return -1;
+}
+
+/* The TCP_INFO snapshot of a socket (the BPF capture's TCP_STATE, as far as
+ * an unprivileged process can see it): TCP_INFO, plus the bytes queued to
+ * send (SIOCOUTQ) and to read (SIOCINQ), which turn TCP_INFO's byte counts
+ * into the sequence fields, counted from the connection's first data byte. */
+static void snapshot(int fd, bool active_open, struct magnet_ext *e)
+{
+	union tcp_info_buf u;
+	const size_t rcv_wnd_at = offsetof(struct tcp_info, tcpi_snd_wnd) + 4;	/* tcpi_rcv_wnd, 6.8+ */
+	socklen_t len;
+	struct queues q;
+	int cpu = sched_getcpu(), outq, inq;
+	__u32 written;
+
+	e->valid = MAGNET_EXT_TASK;
+	e->pid = proc.pid;
+	e->cpu = cpu < 0 ? 0 : cpu;
+	/* not TCP (--all-sockets), a kernel before 5.4, or the queues never
+	 * stood still: no TCP_INFO group */
+	if (read_tcp_info(fd, &u, &len, &q) || len < offsetof(struct tcp_info, tcpi_snd_wnd) + 4)
+		return;
+	outq = q.out;
+	inq = q.in;
+	e->valid |= MAGNET_EXT_TCP_INFO;
+	e->tcp_state = u.ti.tcpi_state;
+	e->snd_wnd = u.ti.tcpi_snd_wnd;
+	if (len >= rcv_wnd_at + 4)
+		memcpy(&e->rcv_wnd, u.raw + rcv_wnd_at, 4);
+	e->srtt_us = u.ti.tcpi_rtt;
+	e->rto_us = u.ti.tcpi_rto;
+	e->snd_cwnd = u.ti.tcpi_snd_cwnd;
+	e->snd_ssthresh = u.ti.tcpi_snd_ssthresh;
+	e->packets_out = u.ti.tcpi_unacked;
+	e->retrans_out = u.ti.tcpi_retrans;
+	e->mss = u.ti.tcpi_snd_mss;
+	/* bytes_acked counts the SYN's ACK on the side that connect()ed (the
+	 * accepted side's child socket starts with its SYN-ACK acknowledged) */
+	e->snd_una = (__u32)u.ti.tcpi_bytes_acked - (active_open && u.ti.tcpi_bytes_acked);
+	written = e->snd_una + (__u32)outq;
+	e->write_seq = written;
+	e->snd_nxt = written - u.ti.tcpi_notsent_bytes;
+	e->copied_seq = (__u32)u.ti.tcpi_bytes_received - (__u32)inq;
+}
+
 /* A call on `fd`, which the cache says is a traced socket (or does not know):
  * its record. Out of line: the cost of the non-socket path is its inlining. */
 static __attribute__((noinline)) void traced_call(int fd, __u64 id, __u32 event, ssize_t ret)
 {
 	int err = errno;
 	__u64 now = now_ns();
+	struct magnet_ext ext = { 0 };
 
 	if (id == FD_UNKNOWN)
-		id = learn(fd);
-	if (id != FD_UNKNOWN && id != FD_IGNORED)
-		record(id, event, ret < 0 ? -err : ret > INT32_MAX ? INT32_MAX : (__s32)ret, now);
+		id = learn(fd, -1, 0);
+	if (id == FD_UNKNOWN || id == FD_IGNORED)
+		goto out;
+	if (proc.ext)
+		snapshot(fd, id & FD_ACTIVE_OPEN, &ext);
+	record(id & ~FD_ACTIVE_OPEN, event, ret < 0 ? -err : ret > INT32_MAX ? INT32_MAX : (__s32)ret, now,
+	       proc.ext ? &ext : NULL);
+out:
 	errno = err;
 }
 
@@ -653,15 +796,24 @@ EXPORT int socket(int domain, int type, int protocol)
 }
 
 /* A connection begins: learn its socket now, not at its first data call. */
-static void learn_connection(int fd)
+static void learn_connection(int fd, int peer_hint, __u64 flags)
 {
 	int err = errno;
 
 	if (proc.enabled && fd >= 0) {
 		forget(fd);
-		learn(fd);
+		learn(fd, peer_hint, flags);
 	}
 	errno = err;
+}
+
+static int port_in(const struct sockaddr *a, socklen_t len)
+{
+	if (a && a->sa_family == AF_INET && len >= sizeof(struct sockaddr_in))
+		return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	if (a && a->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))
+		return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+	return -1;
 }
 
 EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
@@ -669,7 +821,7 @@ EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	int ret = REAL(connect)(fd, addr, len);
 
 	if (!ret || errno == EINPROGRESS)
-		learn_connection(fd);
+		learn_connection(fd, port_in(addr.__sockaddr__, len), FD_ACTIVE_OPEN);
 	return ret;
 }
 
@@ -677,7 +829,7 @@ EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
 	int conn = REAL(accept)(fd, addr, len);
 
-	learn_connection(conn);
+	learn_connection(conn, -1, 0);
 	return conn;
 }
 
@@ -685,7 +837,7 @@ EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 {
 	int conn = REAL(accept4)(fd, addr, len, flags);
 
-	learn_connection(conn);
+	learn_connection(conn, -1, 0);
 	return conn;
 }
 
@@ -717,20 +869,42 @@ static void after_fork_child(void)
 	t->lost = 0;
 	t->next_bytes = 0;
 	t->retry_at = 0;
+	proc.pid = getpid();
 	if (proc.fd >= 0)
 		real_close_fd(proc.fd);
 	open_spool();
 }
 
+/* "80,443" (checked by `magnet capture`): the ports to keep. */
+static void parse_ports(const char *s)
+{
+	char *end;
+
+	while (s && *s && proc.nports < PRELOAD_MAX_PORTS) {
+		unsigned long v = strtoul(s, &end, 10);
+
+		if (end == s)
+			break;
+		if (v && v <= 65535)
+			proc.ports[proc.nports++] = v;
+		s = *end == ',' ? end + 1 : end;
+	}
+}
+
 __attribute__((constructor)) static void start(void)
 {
 	const char *dir = getenv(PRELOAD_DIR_ENV), *sockets = getenv(PRELOAD_SOCKETS_ENV);
+	const char *ext = getenv(PRELOAD_EXT_ENV);
 	void *fds;
 
 	if (!dir || !*dir || strlen(dir) >= sizeof(proc.dir))
 		return;
 	snprintf(proc.dir, sizeof(proc.dir), "%s", dir);
 	proc.all_sockets = sockets && !strcmp(sockets, "all");
+	proc.ext = ext && !strcmp(ext, "1");
+	proc.record_size = proc.ext ? MAGNET_EXT_RECORD_SIZE : MAGNET_CORE_SIZE;
+	proc.pid = getpid();
+	parse_ports(getenv(PRELOAD_PORTS_ENV));
 	fds = mmap(NULL, FD_SLOTS * sizeof(__u64), PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	proc.fds = fds == MAP_FAILED ? NULL : fds;

@@ -4,9 +4,9 @@
  *
  * Each process that loads the shim writes one file, PID-NS.spool, in the
  * directory $MAGNET_PRELOAD_DIR. A file is a sequence of chunks; a chunk is
- * a header the size of a record, then record slots of trace-format.md (24
- * bytes, no SYSINFO: the merge writes the header), then padding up to
- * `bytes`. Each thread fills a chunk of its own through a shared memory
+ * a header the size of a core record, then record slots of trace-format.md
+ * (24 bytes, or 144 with the TCP_INFO snapshot; no SYSINFO: the merge writes
+ * the header), then padding up to `bytes`. Each thread fills a chunk of its own through a shared memory
  * mapping, so what it recorded is in the file even when the process is
  * killed. The chunk starts zeroed and a record's timestamp (never 0) is
  * stored last: slots after the last record are unused; a 0 timestamp
@@ -19,6 +19,9 @@
 
 #define PRELOAD_DIR_ENV "MAGNET_PRELOAD_DIR"	/* where the spool files go; unset: record nothing */
 #define PRELOAD_SOCKETS_ENV "MAGNET_PRELOAD_SOCKETS"	/* "all": every socket, not only TCP */
+#define PRELOAD_EXT_ENV "MAGNET_PRELOAD_EXT"		/* "1": extended records, TCP_INFO snapshot per call */
+#define PRELOAD_PORTS_ENV "MAGNET_PRELOAD_PORTS"	/* "80,443": only sockets with one of these ports */
+#define PRELOAD_MAX_PORTS 8		/* as the BPF capture (MAGNET_MAX_PORTS) */
 #define PRELOAD_SUFFIX ".spool"
 #define PRELOAD_CHUNK_MAGIC 0x4d475043u		/* "CPGM" in a little-endian file */
 #define PRELOAD_FIRST_CHUNK (4u << 10)		/* a thread's first chunk (or a page, if larger); each next
@@ -28,7 +31,8 @@
 struct preload_chunk {
 	__u32 magic;		/* PRELOAD_CHUNK_MAGIC */
 	__u32 bytes;		/* the chunk's size, header and padding included */
-	__u64 reserved;		/* 0 */
+	__u32 record_size;	/* its slots' size: MAGNET_CORE_SIZE or MAGNET_EXT_RECORD_SIZE */
+	__u32 reserved;		/* 0 */
 	__u32 pid;		/* process and thread that wrote it */
 	__u32 tid;
 };

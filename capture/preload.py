@@ -34,11 +34,15 @@ SOURCES = ("preload.c", "preload.h", "magnet_format.h", "Makefile")
 # From preload.h.
 DIR_ENV = "MAGNET_PRELOAD_DIR"
 SOCKETS_ENV = "MAGNET_PRELOAD_SOCKETS"
+EXT_ENV = "MAGNET_PRELOAD_EXT"
+PORTS_ENV = "MAGNET_PRELOAD_PORTS"
+MAX_PORTS = 8
 SUFFIX = ".spool"
 CHUNK_MAGIC = 0x4D475043
 CHUNK_ALIGN = 4 << 10                  # PRELOAD_FIRST_CHUNK: every chunk starts at a multiple
-CHUNK_HEADER = np.dtype([("magic", "=u4"), ("bytes", "=u4"), ("reserved", "=u8"),
-                         ("pid", "=u4"), ("tid", "=u4")])
+CHUNK_HEADER = np.dtype([("magic", "=u4"), ("bytes", "=u4"), ("record_size", "=u4"),
+                         ("reserved", "=u4"), ("pid", "=u4"), ("tid", "=u4")])
+EXT_GROUPS = fmt.ExtValid.TCP_INFO | fmt.ExtValid.TASK
 RECORDED = (Event.SOCK_SEND, Event.SOCK_RECV, Event.LOST)
 
 
@@ -166,9 +170,12 @@ class Spool:
     """The directory the command's processes write into, next to the output, and
     the merge of what they wrote into the trace."""
 
-    def __init__(self, output: str | os.PathLike, all_sockets: bool = False):
+    def __init__(self, output: str | os.PathLike, all_sockets: bool = False, ext: bool = False,
+                 ports: str | None = None):
         self.output = Path(output)
         self.all_sockets = all_sockets
+        self.ext = ext
+        self.ports = parse_ports(ports)
         check_writable(self.output)
         self.path = Path(tempfile.mkdtemp(prefix=".magnet-preload-",
                                           dir=self.output.resolve().parent))
@@ -183,34 +190,56 @@ class Spool:
                                "(set MAGNET_CACHE elsewhere)")
         env["LD_PRELOAD"] = " ".join(filter(None, (str(library), env.get("LD_PRELOAD"))))
         env[DIR_ENV] = str(self.path)
-        if self.all_sockets:
-            env[SOCKETS_ENV] = "all"
+        for name, value in ((SOCKETS_ENV, "all" if self.all_sockets else None),
+                            (EXT_ENV, "1" if self.ext else None),
+                            (PORTS_ENV, ",".join(map(str, self.ports)) or None)):
+            env.pop(name, None)             # not inherited from a capture around this one
+            if value:
+                env[name] = value
         return env
 
     def merge(self, command: list[str]) -> tuple[int, int]:
         """Write the trace (records in time order) and remove the spool;
         returns (records, lost)."""
         try:
-            records = read_spool_dir(self.path)
-            with magnetlib.TraceWriter(self.output, self.meta(command)) as w:
+            records = read_spool_dir(self.path, self.record_size)
+            with magnetlib.TraceWriter(self.output, self.meta(command), ext=self.ext) as w:
                 w.append(records)
         finally:
             self.remove()
         lost = records["size"][records["event"] == Event.LOST].sum()
         return len(records), int(lost)
 
+    @property
+    def record_size(self) -> int:
+        return fmt.EXT_RECORD_SIZE if self.ext else fmt.CORE_SIZE
+
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
     def meta(self, command: list[str]) -> TraceMeta:
         what = "all sockets" if self.all_sockets else "TCP sockets"
+        if self.ports:
+            what += f" with port {','.join(map(str, self.ports))}"
         return TraceMeta(anchor_ticks=self.start_ticks, wall_anchor_ns=self.wall_ns,
                          clock_source=Clock.MONOTONIC, host_id=host_id(),
                          hostname=socket.gethostname(), kernel=platform.release(),
                          producer=f"magnet {magnetlib.__version__} ({LIBRARY})",
-                         event_mask=fmt.event_mask([Event.SOCK_SEND, Event.SOCK_RECV]), ext_mask=0,
+                         event_mask=fmt.event_mask([Event.SOCK_SEND, Event.SOCK_RECV]),
+                         ext_mask=int(EXT_GROUPS) if self.ext else 0,
                          filter=f"{what} of {' '.join(map(str, command))[:200]} and its children (LD_PRELOAD)",
                          segment_index=0, capture_method="preload")
+
+
+def parse_ports(text: str | None) -> list[int]:
+    """--port "80,443" as magnet-read reads it: up to 8 port numbers."""
+    words = [w.strip() for w in text.split(",")] if text else []
+    for word in words:
+        if not word.isdigit() or not 0 < int(word) < 65536:
+            raise CaptureError(f"--port: '{word}' is not a port number")
+    if len(words) > MAX_PORTS:
+        raise CaptureError(f"--port: at most {MAX_PORTS} ports")
+    return [int(w) for w in words]
 
 
 def check_writable(output: Path) -> None:
@@ -231,10 +260,10 @@ def host_id() -> int:
         return 0
 
 
-def read_spool_dir(directory: Path) -> np.ndarray:
+def read_spool_dir(directory: Path, record_size: int = fmt.CORE_SIZE) -> np.ndarray:
     """Every spool file's records, in time order, with LOST records for slots
     that were being written when their process died."""
-    dtype = fmt.record_dtype(fmt.CORE_SIZE)
+    dtype = fmt.record_dtype(record_size)
     parts = [read_spool(p, dtype) for p in sorted(directory.glob("*" + SUFFIX)) if p.stat().st_size]
     records = np.concatenate(parts) if parts else np.zeros(0, dtype)
     return records[np.argsort(records["timestamp"], kind="stable")]
@@ -246,7 +275,7 @@ def read_spool(path: Path, dtype: np.dtype) -> np.ndarray:
     counted in one LOST record at the process's last time."""
     raw = np.fromfile(path, np.uint8)
     parts, bad = [], 0
-    for start, stop in chunk_slots(raw):
+    for start, stop in chunk_slots(raw, path, dtype.itemsize):
         slots = raw[start:stop].view(dtype)
         used = np.flatnonzero(slots["timestamp"])
         slots = slots[:used[-1] + 1] if len(used) else slots[:0]
@@ -262,7 +291,7 @@ def read_spool(path: Path, dtype: np.dtype) -> np.ndarray:
     return records
 
 
-def chunk_slots(raw: np.ndarray):
+def chunk_slots(raw: np.ndarray, path: Path, record_size: int):
     """(start, stop) byte ranges of the record slots of each chunk."""
     offset = 0
     while offset + fmt.CORE_SIZE <= raw.size:
@@ -271,7 +300,10 @@ def chunk_slots(raw: np.ndarray):
         if head["magic"] != CHUNK_MAGIC or size < CHUNK_ALIGN or size % CHUNK_ALIGN:
             offset += CHUNK_ALIGN           # reserved by a process that died before starting it
             continue
+        if head["record_size"] != record_size:
+            raise CaptureError(f"{path}: records of {head['record_size']} bytes where "
+                               f"{record_size} were asked for (a shim of another version?)")
         start = offset + fmt.CORE_SIZE
         end = min(offset + size, raw.size)
-        yield start, end - (end - start) % fmt.CORE_SIZE
+        yield start, end - (end - start) % record_size
         offset += size

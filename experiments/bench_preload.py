@@ -20,6 +20,9 @@ interleaved round by round so that a noisy neighbour hits both alike:
               shim's cost from run to run, so the loss is also estimated
               from the cost per call: calls a second x that cost / CPU time.
 
+The TCP calls also run with --ext (a TCP_INFO snapshot per call: three to
+five more system calls), to say what the snapshot costs.
+
 strace -f -e trace=network runs the same programs (fewer blocks: it stops the
 process at every call). Reported: medians with [min-max] over the rounds.
 Every shim run's spool is checked: one record per call, none lost.
@@ -233,7 +236,7 @@ int main(int argc, char **argv)
 @dataclass
 class Run:
     test: str           # "calls unix", "bulk 65536", ...
-    config: str         # without, shim, strace
+    config: str         # without, shim, ext (shim with --ext), strace
     value: float        # ns per iteration through libc, or Gb/s
     extra: float        # ns per iteration more than the raw system calls, or CPU s per GB
     records_ok: bool | None = None
@@ -259,12 +262,12 @@ class Runner:
         cmd = [str(self.binary), *args]
         if config == "strace":
             cmd = [self.strace, "-f", "-qq", "-e", "trace=network", "-o", os.devnull, *cmd]
-        if config != "shim":
+        if config not in ("shim", "ext"):
             return self._output(cmd, None), None
-        spool = preload.Spool(self.workdir / "spool.magnet", all_sockets=all_sockets)
+        spool = preload.Spool(self.workdir / "spool.magnet", all_sockets=all_sockets, ext=config == "ext")
         try:
             out = self._output(cmd, spool.environment(self.library))
-            return out, spool_matches(spool.path, out, args)
+            return out, spool_matches(spool, out, args)
         finally:
             spool.remove()
 
@@ -273,9 +276,9 @@ class Runner:
         return subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout.split()
 
 
-def spool_matches(spool: Path, out: list[str], args: list[str]) -> bool:
+def spool_matches(spool: preload.Spool, out: list[str], args: list[str]) -> bool:
     """One record per call the program made, none lost."""
-    records = preload.read_spool_dir(spool)
+    records = preload.read_spool_dir(spool.path, spool.record_size)
     events = records["event"]
     if (events == Event.LOST).any():
         return False
@@ -291,7 +294,7 @@ def measure(args, runner: Runner) -> list[Run]:
     for round_ in range(args.rounds):
         print(f"round {round_ + 1}/{args.rounds}", file=sys.stderr, flush=True)
         for mode in CALL_MODES:
-            for config in configs:
+            for config in configs + (["ext"] if mode == "tcp" else []):
                 blocks = STRACE_BLOCKS if config == "strace" else BLOCKS
                 out, ok = runner.run(config, ["calls", mode, str(args.calls), str(blocks)],
                                      all_sockets=True)
@@ -327,6 +330,12 @@ def call_rows(runs: list[Run]) -> tuple[list[str], list[float]]:
         strace = values(runs, test, "strace")
         lines.append(f"| {test} (ns per iteration) | {median_range(without)} | {median_range(shim)} | "
                      f"{median_range(strace) if strace else '–'} | {median_range(per_call)} |")
+        ext = values(runs, test, "ext")
+        if ext:
+            per_call = [(e - w) / calls_per_iteration[mode] for w, e in
+                        zip(values(runs, test, "without", "extra"), values(runs, test, "ext", "extra"))]
+            lines.append(f"| {test} with --ext (ns per iteration) | {median_range(without)} | "
+                         f"{median_range(ext)} | | {median_range(per_call)} |")
     return lines, added
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from .conftest import BIN, assert_clean_error, require, require_tool, run_magnet
 from .test_capture import APP, PREFIX, magnet_read  # noqa: F401  (fixture)
 
 PRELOAD_APP = Path(__file__).with_name("preload_app.py")
+ESTABLISHED, TCP_CLOSE, CLOSE_WAIT = 1, 7, 8          # the kernel's TCP states
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +109,87 @@ def test_curl_against_an_http_server(library, tmp_path):
     assert sides == sorted(expect)
 
 
+# ------------------------------------------------- TCP_INFO and ports ---
+def assert_sequence_fields(trace: magnetlib.Trace) -> None:
+    """Every record a TCP_INFO snapshot whose byte counts are the calls' own:
+    at each send, write_seq = the bytes sent so far; at each read, copied_seq =
+    the bytes read so far, +1 from when the peer's FIN arrived (sequence
+    numbers count it); snd_una <= snd_nxt <= write_seq."""
+    d = trace.data
+    assert trace.has_ext and trace.meta.ext_mask == preload.EXT_GROUPS
+    assert np.all(d["valid"] == preload.EXT_GROUPS) and np.all(d["pid"] > 0)
+    for sockid in np.unique(d["sockid"]):
+        mine = d[d["sockid"] == sockid]
+        sends, reads = mine[mine["event"] == E.SOCK_SEND], mine[mine["event"] == E.SOCK_RECV]
+        assert sends["write_seq"].tolist() == np.cumsum(np.maximum(sends["size"], 0)).tolist()
+        fin = reads["copied_seq"].astype(np.int64) - np.cumsum(np.maximum(reads["size"], 0))
+        assert set(fin.tolist()) <= {0, 1} and np.all(np.diff(fin) >= 0), hex(sockid)
+        assert np.all(fin[reads["size"] == 0] == 1)                     # EOF: the FIN is in
+        assert set(reads["tcp_state"][fin == 1].tolist()) <= {CLOSE_WAIT, TCP_CLOSE}
+        assert np.all(sends["snd_una"] <= sends["snd_nxt"]) and np.all(sends["snd_nxt"] <= sends["write_seq"])
+        assert np.all(mine["srtt_us"] > 0) and np.all(mine["snd_cwnd"] > 0) and np.all(mine["mss"] > 0)
+        assert set(mine["tcp_state"][mine["size"] > 0].tolist()) <= {ESTABLISHED, CLOSE_WAIT}
+
+
+def test_tcp_info_snapshot_of_a_connecting_sender(library, tmp_path):
+    """--ext: the sender connect()ed (its SYN is in bytes_acked), the receiver accepted."""
+    trace, app = captured(tmp_path, sys.executable, APP, "bulk", "--total", 2_000_000,
+                          "--chunk", 1000, "--recv-size", 4096, options=["--ext"])
+    assert_preload_trace(trace)
+    assert_sequence_fields(trace)
+    d = trace.data
+    sends = d[(d["sockid"] == app["client"]["cookie"]) & (d["event"] == E.SOCK_SEND)]
+    assert sends["write_seq"][-1] == 2_000_000 and sends["snd_una"][0] < 2_000_000
+
+
+def test_tcp_info_snapshot_of_an_accepting_sender(library, tmp_path):
+    """--ext on curl and an HTTP server: the server's side sends on an accepted socket."""
+    require_tool("curl")
+    trace, _ = captured(tmp_path, sys.executable, PRELOAD_APP, "http", "--fetches", 2,
+                        "--dir", tmp_path, options=["--ext"])
+    assert_sequence_fields(trace)
+    assert len(np.unique(trace.data["sockid"])) == 4
+
+
+PORTS_APP = """
+import json, socket, struct, sys
+cookie = lambda s: struct.unpack("=Q", s.getsockopt(socket.SOL_SOCKET, 57, 8))[0]  # SO_COOKIE
+out = {}
+for port in map(int, sys.argv[1:3]):
+    server = socket.create_server(("127.0.0.1", port))
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = server.accept()
+    client.sendall(b"x" * 5000)
+    assert conn.recv(65536)
+    out[port] = sorted([cookie(client), cookie(conn)])
+json.dump(out, open(sys.argv[-1], "w"))
+"""
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.create_server(("127.0.0.1", 0)) for _ in range(n)]
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_port_filter(library, tmp_path):
+    """--port: the connections with that port (the client's remote port, the
+    server's local one), not the other; the filter is in the trace's metadata."""
+    script = tmp_path / "ports.py"
+    script.write_text(PORTS_APP)
+    first, second = free_ports(2)
+    out = tmp_path / "ports.magnet"
+    proc = run_magnet("capture", "--preload", "--port", f"9,{second}", "-o", out, "--",
+                      sys.executable, script, first, second, "--out", tmp_path / "app.json")
+    assert proc.returncode == 0, proc.stderr_text
+    cookies = json.loads((tmp_path / "app.json").read_text())
+    trace = magnetlib.open(out)
+    assert sorted(per_stream(trace)) == cookies[str(second)]
+    assert f"with port 9,{second}" in trace.meta.filter
+
+
 # ---------------------------------------------------------------- faults ---
 @pytest.mark.parametrize("end", ["_exit", "SIGKILL"])
 def test_fork_without_exec(library, tmp_path, end):
@@ -166,7 +249,7 @@ def test_unfinished_slots_are_counted_as_lost(tmp_path):
     dtype = magnetlib.format.record_dtype()
     chunk = np.zeros(preload.CHUNK_ALIGN, np.uint8)
     head = chunk[:24].view(preload.CHUNK_HEADER)
-    head["magic"], head["bytes"] = preload.CHUNK_MAGIC, preload.CHUNK_ALIGN
+    head["magic"], head["bytes"], head["record_size"] = preload.CHUNK_MAGIC, preload.CHUNK_ALIGN, 24
     slots = chunk[24:24 + 3 * 24].view(dtype)
     slots["sockid"], slots["event"], slots["size"] = 7, E.SOCK_SEND, 100
     slots["timestamp"] = [1000, 0, 2000]                     # slot 1 unfinished
@@ -222,8 +305,10 @@ def test_bad_input(library, tmp_path):
                                   "--", "true"), "no such directory")
     assert_clean_error(run_magnet("capture", "--preload", "-o", tmp_path, "--", "true"),
                        "is a directory")
-    assert_clean_error(run_magnet("capture", "--preload", "--ext", "-o", out, "--", "true"),
-                       "--ext needs the BPF capture")
+    assert_clean_error(run_magnet("capture", "--preload", "--buffer", "16M", "-o", out, "--", "true"),
+                       "--buffer needs the BPF capture")
+    assert_clean_error(run_magnet("capture", "--preload", "--port", "80,99999", "-o", out, "--", "true"),
+                       "--port", "'99999' is not a port number")
     assert not out.exists()
 
 
@@ -265,9 +350,13 @@ def test_chosen_without_root(library, shared):
         "shim (--preload)"]
     trace = magnetlib.open(shared / "x.magnet")
     assert trace.meta.capture_method == "preload" and trace.scan.bytes[E.SOCK_SEND] == 1000
-    proc = capture_as_user("-x", "-o", "y.magnet", "--", "true")
+    proc = capture_as_user("-x", "-o", "y.magnet", "--", python, "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    trace = magnetlib.open(shared / "y.magnet")
+    assert trace.has_ext and set(trace.data["valid"].tolist()) == {preload.EXT_GROUPS}
+    proc = capture_as_user("--buffer", "4M", "-o", "z.magnet", "--", "true")
     assert proc.returncode == 2 and proc.stderr.splitlines() == [
-        "magnet: capture: --ext needs root (to load BPF programs and create a cgroup)"]
+        "magnet: capture: --buffer needs root (to load BPF programs and create a cgroup)"]
 
 
 # ---------------------------------------------------------- against BPF ---
