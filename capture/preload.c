@@ -586,23 +586,31 @@ static void snapshot(int fd, bool active_open, struct magnet_ext *e)
 	e->copied_seq = (__u32)u.ti.tcpi_bytes_received - (__u32)inq;
 }
 
+static __attribute__((noinline)) void record_with_snapshot(int fd, __u64 id, __u32 event, __s32 size,
+								__u64 now)
+{
+	struct magnet_ext ext = { 0 };
+
+	snapshot(fd, id & FD_ACTIVE_OPEN, &ext);
+	record(id & ~FD_ACTIVE_OPEN, event, size, now, &ext);
+}
+
 /* A call on `fd`, which the cache says is a traced socket (or does not know):
  * its record. Out of line: the cost of the non-socket path is its inlining. */
 static __attribute__((noinline)) void traced_call(int fd, __u64 id, __u32 event, ssize_t ret)
 {
 	int err = errno;
 	__u64 now = now_ns();
-	struct magnet_ext ext = { 0 };
+	__s32 size = ret < 0 ? -err : ret > INT32_MAX ? INT32_MAX : (__s32)ret;
 
 	if (id == FD_UNKNOWN)
 		id = learn(fd, -1, 0);
-	if (id == FD_UNKNOWN || id == FD_IGNORED)
-		goto out;
-	if (proc.ext)
-		snapshot(fd, id & FD_ACTIVE_OPEN, &ext);
-	record(id & ~FD_ACTIVE_OPEN, event, ret < 0 ? -err : ret > INT32_MAX ? INT32_MAX : (__s32)ret, now,
-	       proc.ext ? &ext : NULL);
-out:
+	if (id != FD_UNKNOWN && id != FD_IGNORED) {
+		if (unlikely(proc.ext))
+			record_with_snapshot(fd, id, event, size, now);
+		else
+			record(id & ~FD_ACTIVE_OPEN, event, size, now, NULL);
+	}
 	errno = err;
 }
 
