@@ -5,12 +5,14 @@ Speed comes from three things, measured on a 1 GiB trace (experiments/bench_pars
     for the second and later operations on it (4 Mi-record chunks ran 4x slower);
   * the mapped pages of a chunk populated in one madvise call rather than by
     one page fault per 4 KiB;
-  * the chunks split across threads (numpy releases the GIL in these loops).
+  * the chunks split across threads (numpy releases the GIL in these loops);
+  * numpy's temporaries of one batch reused for the next (keep_freed_memory).
 Rare cases (clock changes, unknown codes, errors, time running backwards) leave
 the fast path only for the chunks that hold them.
 """
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +26,7 @@ from .format import Event
 CHUNK = 1 << 16
 WORKERS = max(1, min(os.cpu_count() or 1, 4))
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)   # Linux >= 5.14
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3                       # glibc's mallopt()
 TABLE = fmt.EVENT_TABLE_SIZE
 LOST_ENDED_EARLY = 1                      # a LOST record's sockid when the capture stopped early
 KNOWN_SMALL = fmt.EVENT_INDEX >= 0
@@ -67,6 +70,20 @@ class _Part:
     backsteps: int = 0
     max_back: int = 0
     max_back_pos: int | None = None
+
+
+def keep_freed_memory() -> None:
+    """Have glibc serve arrays of up to 32 MiB from its heap and keep what is freed
+    there, instead of a fresh mmap() per array given back by munmap(): every page
+    of a fresh mapping costs a page fault and zeroing. Analyses allocate such
+    temporaries batch after batch: on 1 GiB, `magnet stats` spent 1.2 s of its 3.4 s
+    in the kernel doing that, 0.45 s after (and 10 % more peak memory). No-op
+    where the C library is not glibc."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_MMAP_THRESHOLD, 32 << 20) and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+    except (OSError, AttributeError):
+        pass
 
 
 def split(start: int, stop: int, workers: int = WORKERS) -> list[tuple[int, int]]:

@@ -50,9 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .common import Status
+    from ..scan import keep_freed_memory
     parser = build_parser()
     args = parser.parse_args(argv)
     Status.code = 0
+    keep_freed_memory()
     try:
         return args.func(args) or Status.code
     except TraceError as e:
