@@ -510,7 +510,7 @@ static void forget(int fd)
 
 /* --------------------------------------------------------- recording --- */
 
-#define SNAPSHOT_TRIES 4
+#define SNAPSHOT_TRIES 8
 
 union tcp_info_buf {
 	struct tcp_info ti;
