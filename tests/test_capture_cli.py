@@ -183,7 +183,7 @@ def test_clean_errors(magnet_read, tmp_path):
 def test_capture_needs_root(magnet_read, tmp_path):
     """For what only BPF records (without root, the rest goes to the preload shim)."""
     proc = subprocess.run([require_tool("setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups",
-                           str(BIN / "magnet"), "capture", "-x", "-o", "/tmp/x.magnet", "--", "true"],
+                           str(BIN / "magnet"), "capture", "-e", "tcp", "-o", "/tmp/x.magnet", "--", "true"],
                           capture_output=True, text=True)
     require("Permission denied" not in proc.stderr, "the magnet command is not readable by nobody")
-    assert proc.returncode == 2 and "needs root" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "--events tcp needs root" in proc.stderr, proc.stderr
