@@ -69,10 +69,12 @@ def register(sub) -> None:
 
 def add_capture_options(p) -> None:
     p.add_argument("-e", "--events", help="sock,tcp,ip,dev,sched, net, all or event names (default net)")
-    p.add_argument("-x", "--ext", action="store_true", help="extended records (TCP state, IP header, ...)")
+    p.add_argument("-x", "--ext", action="store_true",
+                   help="extended records (TCP state, IP header, ...; with --preload: TCP_INFO after each call)")
     p.add_argument("-b", "--buffer", help="kernel buffer size, e.g. 16M")
     p.add_argument("-d", "--drain-delay", help="drain period, e.g. 10ms (default auto)")
-    p.add_argument("-P", "--port", dest="ports", help="only connections with these ports (comma-separated)")
+    p.add_argument("-P", "--port", dest="ports",
+                   help="only connections with one of these local or remote ports (comma-separated, up to 8)")
     p.add_argument("--rotate-size", help="new file at this size")
     p.add_argument("--rotate-time", help="new file every TIME")
     p.add_argument("--stats", help="write BPF run-time statistics as JSON to this file")
