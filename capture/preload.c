@@ -416,6 +416,16 @@ static bool is_tcp(int fd)
 	       sockopt_int(fd, SO_PROTOCOL) == IPPROTO_TCP;
 }
 
+/* The port of an IPv4 or IPv6 address; -1 for other families. */
+static int port_in(const struct sockaddr *a, socklen_t len)
+{
+	if (a && a->sa_family == AF_INET && len >= sizeof(struct sockaddr_in))
+		return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	if (a && a->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))
+		return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+	return -1;
+}
+
 static int port_of(int fd, bool peer)
 {
 	struct sockaddr_storage a;
@@ -423,11 +433,7 @@ static int port_of(int fd, bool peer)
 
 	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&a, &len))
 		return -1;
-	if (a.ss_family == AF_INET)
-		return ntohs(((struct sockaddr_in *)&a)->sin_port);
-	if (a.ss_family == AF_INET6)
-		return ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
-	return -1;
+	return port_in((struct sockaddr *)&a, len);
 }
 
 static bool port_wanted(int port)
@@ -440,13 +446,19 @@ static bool port_wanted(int port)
 
 /* With --port: FD_IGNORED unless its local or remote port is one of them
  * (`peer_hint`, when not -1, is the remote port connect() was given: it is
- * not known to getpeername until the handshake ends); FD_UNKNOWN while the
- * remote port is not known yet (asked again at the next call). */
+ * not known to getpeername until the handshake ends); FD_UNKNOWN while an IP
+ * socket's remote port is not known yet (asked again at the next call). */
 static __u64 port_verdict(int fd, __u64 cookie, int peer_hint)
 {
-	int peer = peer_hint >= 0 ? peer_hint : port_of(fd, true);
+	int local, peer;
 
-	if (!proc.nports || port_wanted(port_of(fd, false)) || port_wanted(peer))
+	if (!proc.nports)
+		return cookie;
+	local = port_of(fd, false);
+	if (local < 0)
+		return FD_IGNORED;		/* not an IP socket (--all-sockets): no ports */
+	peer = peer_hint >= 0 ? peer_hint : port_of(fd, true);
+	if (port_wanted(local) || port_wanted(peer))
 		return cookie;
 	return peer < 0 ? FD_UNKNOWN : FD_IGNORED;
 }
@@ -553,7 +565,7 @@ static void snapshot(int fd, bool active_open, struct magnet_ext *e)
 	const size_t rcv_wnd_at = offsetof(struct tcp_info, tcpi_snd_wnd) + 4;	/* tcpi_rcv_wnd, 6.8+ */
 	socklen_t len;
 	struct queues q;
-	int cpu = sched_getcpu(), outq, inq;
+	int cpu = sched_getcpu();
 	__u32 written;
 
 	e->valid = MAGNET_EXT_TASK;
@@ -563,8 +575,6 @@ static void snapshot(int fd, bool active_open, struct magnet_ext *e)
 	 * stood still: no TCP_INFO group */
 	if (read_tcp_info(fd, &u, &len, &q) || len < offsetof(struct tcp_info, tcpi_snd_wnd) + 4)
 		return;
-	outq = q.out;
-	inq = q.in;
 	e->valid |= MAGNET_EXT_TCP_INFO;
 	e->tcp_state = u.ti.tcpi_state;
 	e->snd_wnd = u.ti.tcpi_snd_wnd;
@@ -580,10 +590,10 @@ static void snapshot(int fd, bool active_open, struct magnet_ext *e)
 	/* bytes_acked counts the SYN's ACK on the side that connect()ed (the
 	 * accepted side's child socket starts with its SYN-ACK acknowledged) */
 	e->snd_una = (__u32)u.ti.tcpi_bytes_acked - (active_open && u.ti.tcpi_bytes_acked);
-	written = e->snd_una + (__u32)outq;
+	written = e->snd_una + (__u32)q.out;
 	e->write_seq = written;
 	e->snd_nxt = written - u.ti.tcpi_notsent_bytes;
-	e->copied_seq = (__u32)u.ti.tcpi_bytes_received - (__u32)inq;
+	e->copied_seq = (__u32)u.ti.tcpi_bytes_received - (__u32)q.in;
 }
 
 static __attribute__((noinline)) void record_with_snapshot(int fd, __u64 id, __u32 event, __s32 size,
@@ -813,15 +823,6 @@ static void learn_connection(int fd, int peer_hint, __u64 flags)
 		learn(fd, peer_hint, flags);
 	}
 	errno = err;
-}
-
-static int port_in(const struct sockaddr *a, socklen_t len)
-{
-	if (a && a->sa_family == AF_INET && len >= sizeof(struct sockaddr_in))
-		return ntohs(((const struct sockaddr_in *)a)->sin_port);
-	if (a && a->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))
-		return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
-	return -1;
 }
 
 EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)

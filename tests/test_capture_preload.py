@@ -160,6 +160,8 @@ def test_tcp_info_snapshot_of_an_accepting_sender(library, tmp_path):
 PORTS_APP = """
 import json, socket, struct, sys
 cookie = lambda s: struct.unpack("=Q", s.getsockopt(socket.SOL_SOCKET, 57, 8))[0]  # SO_COOKIE
+a, b = socket.socketpair()                  # no ports: not kept by --port
+a.send(b"u" * 100) and b.recv(100)
 out = {}
 for port in map(int, sys.argv[1:3]):
     server = socket.create_server(("127.0.0.1", port))
@@ -182,12 +184,13 @@ def free_ports(n: int) -> list[int]:
 
 def test_port_filter(library, tmp_path):
     """--port: the connections with that port (the client's remote port, the
-    server's local one), not the other; the filter is in the trace's metadata."""
+    server's local one), not the other, nor a UNIX socket under --all-sockets;
+    the filter is in the trace's metadata."""
     script = tmp_path / "ports.py"
     script.write_text(PORTS_APP)
     first, second = free_ports(2)
     out = tmp_path / "ports.magnet"
-    proc = run_magnet("capture", "--preload", "--port", f"9,{second}", "-o", out, "--",
+    proc = run_magnet("capture", "--preload", "--all-sockets", "--port", f"9,{second}", "-o", out, "--",
                       sys.executable, script, first, second, "--out", tmp_path / "app.json")
     assert proc.returncode == 0, proc.stderr_text
     cookies = json.loads((tmp_path / "app.json").read_text())
