@@ -1,4 +1,6 @@
 """Reading captures: the fast path equals the dpkt path packet by packet; bad input never crashes."""
+import contextlib
+import os
 import struct
 from pathlib import Path
 
@@ -7,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from magnetlib import pcap
+from magnetlib import native, pcap
 from magnetlib.errors import TraceError
 from magnetlib.pcap import Flag
-from magnetlib.pcap.fast import read_fast
+from magnetlib.pcap.fast import c_loops, read_fast
 from magnetlib.pcap.writer import synthetic_packets, write_pcap
 
 from .conftest import FUZZ_EXAMPLES, assert_clean_error
@@ -20,16 +22,49 @@ DATA = Path(__file__).parent / "data" / "tcpdump"
 CORPUS = Path("/work/shared/corpus/tcpdump-tests")
 
 
+@contextlib.contextmanager
+def numpy_only():
+    """The fast reader without its C loops (as on a machine without a compiler)."""
+    old = os.environ.get("MAGNET_NATIVE")
+    os.environ["MAGNET_NATIVE"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["MAGNET_NATIVE"]
+        else:
+            os.environ["MAGNET_NATIVE"] = old
+
+
+def fast_reads(read):
+    """read() by the fast reader's C loops (where a compiler is) and by its numpy version."""
+    out = [read()] if c_loops() is not None else []
+    with numpy_only():
+        out.append(read())
+    return out
+
+
 def same(path, expect_fallback=None):
-    """Both engines read `path` identically; returns the fast capture."""
-    fast, ref = pcap.read(path, engine="fast"), pcap.read(path, engine="dpkt")
-    assert len(fast) == len(ref)
-    diff = np.flatnonzero(fast.packets != ref.packets)
-    assert not len(diff), (path, diff[:5], fast.packets[diff[:1]], ref.packets[diff[:1]])
-    assert (fast.problems, fast.trailing_bytes) == (ref.problems, ref.trailing_bytes)
-    if expect_fallback is not None:
-        assert fast.fallback == expect_fallback
+    """The dpkt engine and both versions of the fast one read `path` identically; returns
+    the fast capture."""
+    ref = pcap.read(path, engine="dpkt")
+    for fast in fast_reads(lambda: pcap.read(path, engine="fast")):
+        assert len(fast) == len(ref)
+        diff = np.flatnonzero(fast.packets != ref.packets)
+        assert not len(diff), (path, diff[:5], fast.packets[diff[:1]], ref.packets[diff[:1]])
+        assert (fast.problems, fast.trailing_bytes) == (ref.problems, ref.trailing_bytes)
+        if expect_fallback is not None:
+            assert fast.fallback == expect_fallback
     return fast
+
+
+def test_c_loops_are_used_where_a_compiler_is():
+    """With a C compiler (CI has one) the fast reader walks and decodes in C."""
+    if native.compiler() is None and not os.environ.get("CI"):
+        pytest.skip("no C compiler: the fast reader runs its numpy version")
+    assert c_loops() is not None
+    with numpy_only():
+        assert c_loops() is None
 
 
 @pytest.mark.parametrize("linktype", [1, 113, 101, 0, 108, 276])
@@ -150,6 +185,7 @@ def test_lane_walk_survives_fake_headers(tmp_path, monkeypatch):
     """Payloads holding chains of valid-looking records mislead the lanes' guesses:
     lanes are walked again until the offsets are exactly the sequential walk's."""
     from magnetlib.pcap import fast
+    monkeypatch.setenv("MAGNET_NATIVE", "0")             # the lanes are numpy's
     rng = np.random.default_rng(3)
     fake = struct.pack("<IIII", 1_700_000_000, 5, 20, 20) + bytes(20)
     made = [bytes(rng.integers(0, 256, 14)) + fake * int(rng.integers(0, 6))
@@ -213,9 +249,9 @@ def test_fuzzed_pcaps_never_crash(tmp_path_factory, data):
         with pytest.raises(TraceError):
             pcap.read(path, engine="auto")
         return
-    fast = read_fast(str(path))
-    if fast is not None:
-        assert np.array_equal(fast.packets, ref.packets) and fast.problems == ref.problems
+    for fast in fast_reads(lambda: read_fast(str(path))):
+        if fast is not None:
+            assert np.array_equal(fast.packets, ref.packets) and fast.problems == ref.problems
 
 
 _BASE = {}
@@ -238,10 +274,10 @@ def _read_all(paths):
             ref = pcap.read(path, engine="dpkt")
         except TraceError:
             continue
-        fast = read_fast(str(path))
-        if fast is not None:
-            assert np.array_equal(fast.packets, ref.packets), path
-            assert fast.problems == ref.problems, path
+        for fast in fast_reads(lambda: read_fast(str(path))):
+            if fast is not None:
+                assert np.array_equal(fast.packets, ref.packets), path
+                assert fast.problems == ref.problems, path
         pcap.flows.group(ref)
         read += 1
     return read

@@ -53,6 +53,47 @@ def test_flows_of_many(tmp_path):
     assert len(f) == 16 and f.table[["packets_ab", "packets_ba"]].to_numpy().sum() == 20000
 
 
+def _flow_table_by_chunks(p, cuts):
+    table, seen = pcap.flows.FlowTable(), []
+    for lo, hi in zip([0, *cuts], [*cuts, len(p)]):
+        index, flow, low = table.add(p[lo:hi])
+        seen.append((index + lo, flow, low))
+    final = table.final_ids()
+    return ([np.concatenate([s[0] for s in seen]), final[np.concatenate([s[1] for s in seen])],
+             np.concatenate([s[2] for s in seen])], table.table())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_flow_lookup_in_c_equals_numpy(monkeypatch, seed):
+    """FlowTable's C hash table and its numpy lookup give the same flows, sides and table,
+    fed the same packets in chunks of any size: many flows, both directions, IPv4 and
+    IPv6, one address with two ports, and packets no flow holds."""
+    from magnetlib.pcap.fast import c_loops
+    if c_loops() is None:
+        pytest.skip("no C compiler: only the numpy lookup exists here")
+    rng = np.random.default_rng(seed)
+    n, hosts = 20000, 300
+    p = np.zeros(n, PACKET_DTYPE)
+    addrs = rng.integers(0, 256, (hosts, 16), dtype=np.uint8)
+    addrs[: hosts // 2, :12] = np.frombuffer(V4_MAPPED, np.uint8)
+    a, b = rng.integers(0, hosts, n), rng.integers(0, hosts, n)
+    p["saddr"], p["daddr"] = addrs[a], addrs[b]
+    p["sport"], p["dport"] = rng.integers(0, 4, n) + 80, rng.integers(0, 4, n) + 80
+    p["ip_version"] = np.where(a < hosts // 2, 4, 6)
+    p["proto"] = rng.choice([6, 17, 1], n, p=[0.6, 0.35, 0.05])
+    p["tcp_flags"] = rng.choice([0x02, 0x12, 0x10], n)
+    p["payload"], p["time_ns"] = rng.integers(0, 1500, n), T0 + np.arange(n) * 1000
+    p["flags"][rng.random(n) < 0.02] = pcap.Flag.TRUNCATED
+    cuts = sorted(rng.choice(np.arange(1, n), int(rng.integers(1, 30)), replace=False).tolist())
+    arrays, table = _flow_table_by_chunks(p, cuts)
+    monkeypatch.setenv("MAGNET_NATIVE", "0")
+    arrays_np, table_np = _flow_table_by_chunks(p, cuts)
+    assert len(table) > 1000
+    for got, want in zip(arrays, arrays_np):
+        assert np.array_equal(got, want)
+    assert table.equals(table_np)
+
+
 def test_offload_detected(tmp_path, magnet):
     write_pcap(tmp_path / "tso.pcap", handshake_and_data(big=True), snaplen=128)
     cap = pcap.read(tmp_path / "tso.pcap")

@@ -1,6 +1,7 @@
-"""The fast path: classic pcap decoded by numpy over the memory-mapped file.
+"""The fast path: classic pcap decoded over the memory-mapped file, in C or numpy.
 
-No Python object per packet.  Two steps:
+No Python object per packet.  Two steps, each as a C loop (fastpath.c, built on
+first use by magnetlib.native) or, without a C compiler, as numpy does it below:
 
 1. Record offsets.  Each record's start depends on the one before (start +
    16 + caplen), a chain no array operation computes at once.  The file is
@@ -24,11 +25,14 @@ No Python object per packet.  Two steps:
 """
 from __future__ import annotations
 
+import ctypes
 import math
+import sys
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .. import native
 from . import files
 from .capture import Capture, PacketStream
 from .columns import (AF_INET, AF_INET6, ETH_8021Q, ETH_IP, ETH_IP6, ETH_VLAN, IPPROTO_TCP,
@@ -56,6 +60,55 @@ def _view(data, size: int, dtype, order: str | None = None) -> np.ndarray:
     """An array of `dtype` starting at every byte of the file (stride 1, no copy)."""
     dtype = np.dtype(order + dtype) if order else np.dtype(dtype)
     return np.ndarray((size - dtype.itemsize + 1,), dtype, buffer=data, offset=0, strides=(1,))
+
+
+# ------------------------------------------------------------ C loops ---
+def c_loops() -> ctypes.CDLL | None:
+    """fastpath.c's walk and decode, or None (no compiler, or MAGNET_NATIVE=0)."""
+    lib = native.library("pcap/fastpath.c")
+    if lib is None or getattr(lib, "checked", False):
+        return lib
+    i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+    lib.magnet_pcap_walk.argtypes = [ptr, i64, i64, i64, i32, i64, ptr, ptr]
+    lib.magnet_pcap_decode.argtypes = [ptr, i64, ptr, i64, i32, i64, i64, i32, i32, ptr, ptr]
+    lib.magnet_packet_layout.argtypes = [ptr, i64]
+    for fn in (lib.magnet_pcap_walk, lib.magnet_pcap_decode, lib.magnet_packet_layout):
+        fn.restype = i64
+    offsets = np.zeros(len(PACKET_DTYPE.names), np.int64)
+    itemsize = lib.magnet_packet_layout(offsets.ctypes.data, len(offsets))
+    if itemsize != PACKET_DTYPE.itemsize or offsets.tolist() != [
+            PACKET_DTYPE.fields[name][1] for name in PACKET_DTYPE.names]:
+        raise RuntimeError("fastpath.c: struct packet does not match columns.PACKET_DTYPE")
+    lib.checked = True
+    return lib
+
+
+def _address(data) -> int:
+    """Where the mapped file's bytes are (read-only: C only reads them)."""
+    return np.frombuffer(data, np.uint8).ctypes.data if len(data) else 0
+
+
+def _swapped(header: files.PcapHeader) -> int:
+    return int(header.byteorder != ("<" if sys.byteorder == "little" else ">"))
+
+
+class _CDecoder:
+    """_Columns.fill by fastpath.c: one pass per packet, no temporaries."""
+
+    def __init__(self, lib, data, size: int, header: files.PcapHeader):
+        self.lib, self.data, self.size, self.header = lib, data, size, header
+        self.address = _address(data)
+
+    def fill(self, offsets: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Fill zeroed PACKET_DTYPE rows; returns the positions of those left for dpkt."""
+        h = self.header
+        offsets = np.ascontiguousarray(offsets)
+        plain = np.empty(len(offsets), np.uint8)
+        left = self.lib.magnet_pcap_decode(
+            self.address, self.size, offsets.ctypes.data, len(offsets), _swapped(h),
+            1 if h.nanosecond else 1000, h.frac_limit, h.linktype, h.linktype in SUPPORTED_LINKS,
+            out.ctypes.data, plain.ctypes.data)
+        return np.flatnonzero(plain == 0) if left else np.zeros(0, np.int64)
 
 
 # ------------------------------------------------------------ offsets ---
@@ -140,6 +193,9 @@ def record_offsets(data, size: int, header: files.PcapHeader, first: int = files
     them; `first` is a record's start), where the next record starts, and where reading
     ended (a clean End while there is more to read)."""
     stop = size if stop is None else stop
+    lib = c_loops()
+    if lib is not None:
+        return _walk_c(lib, data, size, header, first, stop)
     if stop - first < 4 * RH:                     # a handful of bytes: no lanes needed
         if size < first + RH:
             kind = files.STOP_SHORT_HEADER if size > first else files.STOP_NONE
@@ -201,6 +257,18 @@ def _confirm(w: _Walker, regions, starts, bounds, first: int, size: int):
         todo = np.array(sorted(retry))
 
 
+def _walk_c(lib, data, size: int, header: files.PcapHeader, first: int, stop: int):
+    """record_offsets as one sequential walk in C."""
+    offsets = np.empty(max(stop - first, 0) // RH + 1, np.int64)
+    out = np.zeros(2, np.int64)
+    n = lib.magnet_pcap_walk(_address(data), size, first, stop, _swapped(header), header.max_caplen,
+                             offsets.ctypes.data, out.ctypes.data)
+    land, kind = int(out[0]), int(out[1])
+    order = "little" if header.byteorder == "<" else "big"
+    caplen = int.from_bytes(data[land + 8:land + 12], order) if land + 12 <= size else 0
+    return offsets[:n], land, files.stop_end(kind, land, size, caplen)
+
+
 def _join(parts) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
@@ -259,6 +327,14 @@ class _Columns:
         out["caplen"], out["origlen"] = rec["caplen"], rec["origlen"]
         bad = (rec["origlen"] < rec["caplen"]) | (rec["frac"] >= self.header.frac_limit)
         out["flags"] = np.where(bad, np.uint16(Flag.BAD_RECORD), np.uint16(0))
+
+    def fill(self, offsets: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Fill zeroed PACKET_DTYPE rows; returns the positions of those left for dpkt."""
+        self.records(offsets, out)
+        if self.header.linktype not in SUPPORTED_LINKS:
+            out["flags"] |= np.uint16(Flag.UNKNOWN_LINK)
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(~self.decode(out, offsets))
 
     def decode(self, out: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Fill in the plain packets of `out`; returns the mask of those decoded."""
@@ -361,7 +437,8 @@ def read_fast(path: str) -> Capture | None:
 
 
 def _segments(cap: Capture, data, size: int, header: files.PcapHeader):
-    cols = _Columns(data, size, header)
+    lib = c_loops()
+    cols = _Columns(data, size, header) if lib is None else _CDecoder(lib, data, size, header)
     pos = files.PCAP_HEADER_LEN
     while True:
         offsets, landing, end = record_offsets(data, size, header, pos, min(pos + SEGMENT_BYTES, size))
@@ -374,7 +451,7 @@ def _segments(cap: Capture, data, size: int, header: files.PcapHeader):
             return
 
 
-def _decode(cols: "_Columns", data, header: files.PcapHeader, offsets: np.ndarray, cap: Capture) -> np.ndarray:
+def _decode(cols: "_Columns | _CDecoder", data, header: files.PcapHeader, offsets: np.ndarray, cap: Capture) -> np.ndarray:
     """The packets at these record offsets; counts those handed to dpkt in cap.fallback."""
     packets = np.zeros(len(offsets), PACKET_DTYPE)
 
@@ -384,17 +461,13 @@ def _decode(cols: "_Columns", data, header: files.PcapHeader, offsets: np.ndarra
         for start in range(lo, hi, CHUNK_PACKETS):
             part = offsets[start:min(start + CHUNK_PACKETS, hi)]
             decoded = packets[start:start + len(part)]         # filled in place
-            cols.records(part, decoded)
-            if header.linktype in SUPPORTED_LINKS:
-                rest = np.flatnonzero(~cols.decode(decoded, part))
-                if len(rest):
-                    decoded[rest] = _by_dpkt(data, header.linktype, part[rest], decoded[rest])
-                    handed += len(rest)
-            else:
-                decoded["flags"] |= np.uint16(Flag.UNKNOWN_LINK)
+            rest = cols.fill(part, decoded)
+            if len(rest):
+                decoded[rest] = _by_dpkt(data, header.linktype, part[rest], decoded[rest])
+                handed += len(rest)
         return handed
 
-    # numpy releases the GIL: the cores share the chunks (as the trace scan does).
+    # numpy and ctypes release the GIL: the cores share the chunks (as the trace scan does).
     cap.fallback += sum(in_parallel(decode_range, split(0, len(offsets))))
     return packets
 

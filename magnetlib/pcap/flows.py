@@ -7,13 +7,16 @@ ports of an earlier one joins it.  Malformed packets and fragments are left out.
 """
 from __future__ import annotations
 
+import ctypes
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..accumulate import Growing, Index
 from .capture import Capture
-from .columns import IPPROTO_TCP, IPPROTO_UDP, MALFORMED, TCP_ACK, TCP_SYN, Flag
+from .columns import IPPROTO_TCP, IPPROTO_UDP, MALFORMED, PACKET_DTYPE, TCP_ACK, TCP_SYN, Flag
+from .fast import c_loops
 
 
 @dataclass
@@ -75,6 +78,7 @@ class FlowTable:
     another has is looked up exactly)."""
 
     def __init__(self):
+        self._c = _CFlowIndex.create()           # None: the numpy lookup below
         self._hashes = Index()
         self._flow_of_hash = Growing(flow=(np.int64, -1))
         self._exact: dict[bytes, int] = {}
@@ -97,8 +101,13 @@ class FlowTable:
         wanted = _transport(p)
         index = np.flatnonzero(wanted)
         q = _Columns(p, None if len(index) == len(p) else index)
-        keys, src_low = _flow_keys(q)
-        flow = self._ids(keys)
+        if self._c is not None:
+            flow, src_low, new_keys = self._c.lookup(p, index)
+            if len(new_keys):
+                self._allocate(new_keys)
+        else:
+            keys, src_low = _flow_keys(q)
+            flow = self._ids(keys)
         if count:
             self._count(q, flow, src_low, self.packets_seen + index)
         self.packets_seen += len(p)
@@ -212,6 +221,44 @@ class FlowTable:
 
 
 KEY_COLUMNS = ("proto", "lo_hi", "lo_lo", "lo_port", "hi_hi", "hi_lo", "hi_port")
+
+
+class _CFlowIndex:
+    """FlowTable's key -> flow id lookup as fastpath.c's hash table (exact keys, ids in
+    order of first appearance, as the numpy lookup gives them)."""
+
+    @classmethod
+    def create(cls) -> "_CFlowIndex | None":
+        lib = c_loops()
+        if lib is None:
+            return None
+        if not getattr(lib, "flows_checked", False):
+            ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+            lib.magnet_flows_new.restype = ptr
+            lib.magnet_flows_free.argtypes = [ptr]
+            lib.magnet_flows_lookup.argtypes = [ptr, ptr, ptr, i64, ptr, ptr, ptr]
+            lib.magnet_flows_lookup.restype = i64
+            lib.flows_checked = True
+        return cls(lib)
+
+    def __init__(self, lib):
+        self.lib, self.handle = lib, lib.magnet_flows_new()
+        if not self.handle:
+            raise MemoryError("the flow table")
+        weakref.finalize(self, lib.magnet_flows_free, self.handle)
+
+    def lookup(self, p: np.ndarray, index: np.ndarray):
+        """(flow of each packet p[index], whether its source is the lower endpoint, keys of
+        the flows new to the table as (k, 7) uint64)."""
+        p = np.ascontiguousarray(p, PACKET_DTYPE)
+        index = np.ascontiguousarray(index, np.int64)
+        flow, low = np.empty(len(index), np.int64), np.empty(len(index), np.uint8)
+        new_keys = np.empty((len(index), len(KEY_COLUMNS)), np.uint64)
+        fresh = self.lib.magnet_flows_lookup(self.handle, p.ctypes.data, index.ctypes.data, len(index),
+                                             flow.ctypes.data, low.ctypes.data, new_keys.ctypes.data)
+        if fresh < 0:
+            raise MemoryError("the flow table")
+        return flow, low.view(bool), new_keys[:fresh]
 
 
 def _other(way: str) -> str:

@@ -1,0 +1,58 @@
+"""Hot loops in C, built on first use into the per-user cache and called through ctypes.
+
+    lib = native.library("pcap/fastpath.c")    # a ctypes.CDLL, or None
+
+Each caller keeps a numpy version of its loop and uses it when library() is None:
+no C compiler on this machine, or MAGNET_NATIVE=0 in the environment (the tests
+run both versions against each other).  ctypes releases the GIL during a call, so
+loops called from several threads run on several cores.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from . import buildcache
+
+PACKAGE = Path(__file__).resolve().parent
+CFLAGS = ["-O2", "-Wall", "-Wextra", "-std=gnu11", "-shared", "-fPIC"]
+_loaded: dict[str, ctypes.CDLL | None] = {}
+
+
+def enabled() -> bool:
+    return os.environ.get("MAGNET_NATIVE", "1") != "0"
+
+
+def compiler() -> str | None:
+    return os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+
+
+def library(source: str) -> ctypes.CDLL | None:
+    """The shared library built from magnetlib/`source`; None when disabled or no compiler
+    is installed.  A source that fails to compile is a bug: it raises."""
+    if not enabled():
+        return None
+    if source not in _loaded:
+        _loaded[source] = _load(source)
+    return _loaded[source]
+
+
+def _load(source: str) -> ctypes.CDLL | None:
+    cc = compiler()
+    if not cc:
+        return None
+    path = PACKAGE / source
+    name = path.stem
+
+    def make(out: Path) -> None:
+        proc = subprocess.run([cc, *CFLAGS, "-o", str(out / f"{name}.so"), str(path)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{path}: {cc} failed: {proc.stderr.strip()}")
+    digest = buildcache.key([(source, path)], [cc, *CFLAGS, sys.platform])
+    directory, _ = buildcache.build("native", digest, make, quiet=True, label=name)
+    return ctypes.CDLL(str(directory / f"{name}.so"))
