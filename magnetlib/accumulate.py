@@ -14,12 +14,40 @@ a wanted rank is known once its cell holds a single value (or the rank is the
 cell's first or last).  Ranks still inside a wider cell cost another pass over the
 values, counting only those cells more finely (or collecting their few values):
 the caller replays its batches until resolve() says every rank is known.
+
+The per-record loops run in C (accumulate.c, built on first use by magnetlib.native)
+with the same arithmetic, or in numpy where there is no C compiler.
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
+from . import native
+
 INT64_MAX = np.iinfo(np.int64).max
+
+
+def c_loops() -> ctypes.CDLL | None:
+    """accumulate.c's loops, or None (no compiler, or MAGNET_NATIVE=0): numpy's."""
+    lib = native.library("accumulate.c")
+    if lib is None or getattr(lib, "checked", False):
+        return lib
+    ptr, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    lib.magnet_group_moments.argtypes = [ptr, ptr, i64, i64, i32, ptr, ptr, ptr]
+    lib.magnet_group_moments.restype = None
+    lib.magnet_hdr_count_first.argtypes = [ptr, ptr, i64, ptr, i32, i64, i64, ptr, ptr, ptr]
+    lib.magnet_hdr_count_first.restype = None
+    lib.magnet_gaps.argtypes = [ptr, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, ptr]
+    lib.magnet_gaps.restype = i64
+    lib.checked = True
+    return lib
+
+
+def int64s(x: np.ndarray) -> np.ndarray:
+    """x as a contiguous int64 array (no copy when it is one): what the C loops take."""
+    return np.ascontiguousarray(x, np.int64)
 
 
 class Index:
@@ -108,14 +136,13 @@ class Moments:
         self.cols.cover(ngroups)
         if not len(group):
             return
-        if n_b is None:
-            n_b = np.bincount(group, minlength=ngroups)
-        if sum_b is None:
-            sum_b = np.bincount(group, weights=values, minlength=ngroups)     # exact below 2**53
+        lib = c_loops()
+        if lib is not None and np.issubdtype(values.dtype, np.integer):
+            n_b, sum_b, m2_b = self._batch_c(lib, group, values, ngroups, n_b, sum_b)
+        else:
+            n_b, sum_b, m2_b = self._batch(group, values, ngroups, n_b, sum_b)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean_b = sum_b / n_b
-        dev = values - mean_b[group]
-        m2_b = np.bincount(group, weights=np.multiply(dev, dev, out=dev), minlength=ngroups)
         c = self.cols
         n_a, total_a, m2_a = c.view("n"), c.view("total"), c.view("m2")
         has = n_b > 0
@@ -126,6 +153,30 @@ class Moments:
         m2_a[has] += m2_b[has] + cross[has]
         n_a += n_b
         total_a += np.rint(sum_b).astype(np.int64)
+
+    @staticmethod
+    def _batch(group, values, ngroups, n_b, sum_b):
+        """The batch's count, sum and sum of squared deviations per group."""
+        if n_b is None:
+            n_b = np.bincount(group, minlength=ngroups)
+        if sum_b is None:
+            sum_b = np.bincount(group, weights=values, minlength=ngroups)     # exact below 2**53
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_b = sum_b / n_b
+        dev = values - mean_b[group]
+        return n_b, sum_b, np.bincount(group, weights=np.multiply(dev, dev, out=dev), minlength=ngroups)
+
+    @staticmethod
+    def _batch_c(lib, group, values, ngroups, n_b, sum_b):
+        """_batch in C: the same float64 sums in the same order."""
+        has = n_b is not None and sum_b is not None
+        n_b = int64s(n_b) if has else np.empty(ngroups, np.int64)
+        sum_b = np.ascontiguousarray(sum_b, np.float64) if has else np.empty(ngroups, np.float64)
+        m2_b = np.empty(ngroups, np.float64)
+        group, values = int64s(group), int64s(values)
+        lib.magnet_group_moments(group.ctypes.data, values.ctypes.data, len(group), ngroups, has,
+                                 n_b.ctypes.data, sum_b.ctypes.data, m2_b.ctypes.data)
+        return n_b, sum_b, m2_b
 
     def count(self) -> np.ndarray:
         return self.cols.view("n")
@@ -283,6 +334,10 @@ class OrderStats:
             return
         if self.first_pass:
             self._open_groups(np.unique(group) if present is None else present)
+            lib = c_loops()
+            if lib is not None:
+                self._count_first_c(lib, int64s(group), int64s(x))
+                return
         for lo in range(0, len(group), SLICE):
             self._add(group[lo:lo + SLICE], x[lo:lo + SLICE])
 
@@ -321,6 +376,13 @@ class OrderStats:
         at += t * self.per_group_cells
         np.add.at(self.counts, at, 1)
         self._track(at, x, wide)
+
+    def _count_first_c(self, lib, group: np.ndarray, x: np.ndarray) -> None:
+        """_count_first and _track of pass 1 in one C loop."""
+        target = int64s(self.group_target.view("t"))
+        lib.magnet_hdr_count_first(group.ctypes.data, x.ctypes.data, len(group), target.ctypes.data,
+                                   self.m, self.top, self.per_group_cells, self.counts.ctypes.data,
+                                   self.rev_mins.ctypes.data, self.maxs.ctypes.data)
 
     def _track(self, at: np.ndarray, x: np.ndarray, wide: np.ndarray) -> None:
         """Each cell's min and max, for the cells that can hold more than one value."""

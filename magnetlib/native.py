@@ -32,8 +32,9 @@ def compiler() -> str | None:
 
 
 def library(source: str) -> ctypes.CDLL | None:
-    """The shared library built from magnetlib/`source`; None when disabled or no compiler
-    is installed.  A source that fails to compile is a bug: it raises."""
+    """The shared library built from magnetlib/`source`; None when disabled, when no compiler
+    is installed or the cache cannot be written.  A source that fails to compile is a bug:
+    it raises."""
     if not enabled():
         return None
     if source not in _loaded:
@@ -54,5 +55,8 @@ def _load(source: str) -> ctypes.CDLL | None:
         if proc.returncode != 0:
             raise RuntimeError(f"{path}: {cc} failed: {proc.stderr.strip()}")
     digest = buildcache.key([(source, path)], [cc, *CFLAGS, sys.platform])
-    directory, _ = buildcache.build("native", digest, make, quiet=True, label=name)
+    try:
+        directory, _ = buildcache.build("native", digest, make, quiet=True, label=name)
+    except OSError:                   # no writable cache: the numpy version gives the same results
+        return None
     return ctypes.CDLL(str(directory / f"{name}.so"))

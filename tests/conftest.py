@@ -6,6 +6,7 @@ a failure instead, so nothing passes by skipping there.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -73,3 +74,25 @@ def assert_clean_error(proc, *needles: str) -> None:
 @pytest.fixture
 def magnet():
     return run_magnet
+
+
+@contextlib.contextmanager
+def numpy_only():
+    """magnetlib without its C loops (magnetlib.native), as on a machine without a compiler."""
+    old = os.environ.get("MAGNET_NATIVE")
+    os.environ["MAGNET_NATIVE"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["MAGNET_NATIVE"]
+        else:
+            os.environ["MAGNET_NATIVE"] = old
+
+
+def both_versions(run, has_c: bool):
+    """run() with magnetlib's C loops (when `has_c`: they were built here) and with numpy's."""
+    out = [run()] if has_c else []
+    with numpy_only():
+        out.append(run())
+    return out

@@ -3,7 +3,9 @@ runs long and short, values near 2**62)."""
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from magnetlib.accumulate import Index, OrderStats, _log_linear, hdr_cell
+from magnetlib.accumulate import Index, Moments, OrderStats, _log_linear, c_loops, hdr_cell
+
+from .conftest import both_versions
 
 batches = st.lists(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0, 1, 7, 2**62 - 3, 2**64 - 1])),
                             max_size=60), max_size=5)
@@ -35,7 +37,13 @@ def test_hdr_cell_is_the_same_with_the_callers_mask(x, m):
                          max_size=80), min_size=1, max_size=4),
        st.sampled_from([1 << 14, 300]))
 def test_order_stats_are_numpy_sort(parts, cells):
-    """Every rank of every group, over batches (one pass or several, as few cells allow)."""
+    """Every rank of every group, over batches (one pass or several, as few cells allow),
+    counted by the C loops and by numpy."""
+    for values in both_versions(lambda: _order_stats(parts, cells), c_loops() is not None):
+        assert values is True
+
+
+def _order_stats(parts, cells):
     top = 2**31 - 1
     stats = OrderStats(m=4, top=top, cells=cells, collect=3)
     chunks = [(np.array([g for g, _ in p], np.int64), np.array([v for _, v in p], np.int64)) for p in parts]
@@ -52,3 +60,27 @@ def test_order_stats_are_numpy_sort(parts, cells):
             stats.add(g[need], v[need])
     want = np.concatenate([np.sort(x[group == k]) for k in range(4)])
     assert np.array_equal(stats.values, want)
+    return True
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2**40)), max_size=200),
+                min_size=1, max_size=4))
+def test_moments_in_c_and_numpy_are_the_same_bits(parts):
+    """Moments over batches: the C loop sums as np.bincount does (to the last bit), and
+    both agree with numpy's mean and standard deviation of all values."""
+    def run():
+        m = Moments()
+        for p in parts:
+            group = np.array([g for g, _ in p], np.int64)
+            m.add(group, np.array([v for _, v in p], np.int64), 6)
+        return m.count().copy(), m.total().copy(), m.std().copy()
+    got = both_versions(run, c_loops() is not None)
+    for a, b in zip(got[0], got[-1]):
+        assert np.array_equal(a, b, equal_nan=True)
+    values = [(g, v) for p in parts for g, v in p]
+    for k in range(6):
+        x = np.array([v for g, v in values if g == k], np.float64)
+        if len(x):
+            assert got[0][0][k] == len(x) and got[0][1][k] == int(sum(v for g, v in values if g == k))
+            assert np.isclose(got[0][2][k], x.std(), rtol=1e-9, atol=1e-6)

@@ -1,5 +1,4 @@
 """Reading captures: the fast path equals the dpkt path packet by packet; bad input never crashes."""
-import contextlib
 import os
 import struct
 from pathlib import Path
@@ -15,33 +14,16 @@ from magnetlib.pcap import Flag
 from magnetlib.pcap.fast import c_loops, read_fast
 from magnetlib.pcap.writer import synthetic_packets, write_pcap
 
-from .conftest import FUZZ_EXAMPLES, assert_clean_error
+from .conftest import FUZZ_EXAMPLES, assert_clean_error, both_versions, numpy_only
 from .pcapgen import T0, frames, write_classic, write_pcapng
 
 DATA = Path(__file__).parent / "data" / "tcpdump"
 CORPUS = Path("/work/shared/corpus/tcpdump-tests")
 
 
-@contextlib.contextmanager
-def numpy_only():
-    """The fast reader without its C loops (as on a machine without a compiler)."""
-    old = os.environ.get("MAGNET_NATIVE")
-    os.environ["MAGNET_NATIVE"] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["MAGNET_NATIVE"]
-        else:
-            os.environ["MAGNET_NATIVE"] = old
-
-
 def fast_reads(read):
     """read() by the fast reader's C loops (where a compiler is) and by its numpy version."""
-    out = [read()] if c_loops() is not None else []
-    with numpy_only():
-        out.append(read())
-    return out
+    return both_versions(read, c_loops() is not None)
 
 
 def same(path, expect_fallback=None):
