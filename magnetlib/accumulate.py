@@ -25,24 +25,21 @@ import ctypes
 import numpy as np
 
 from . import native
+from .native import I32, I64, PTR
 
 INT64_MAX = np.iinfo(np.int64).max
 
 
+SIGNATURES = {
+    "magnet_group_moments": ([PTR, PTR, I64, I64, I32, PTR, PTR, PTR], None),
+    "magnet_hdr_count_first": ([PTR, PTR, I64, PTR, I32, I64, I64, PTR, PTR, PTR], None),
+    "magnet_gaps": ([PTR, PTR, I64, I64, PTR, PTR, PTR, PTR, PTR, PTR], I64),
+}
+
+
 def c_loops() -> ctypes.CDLL | None:
     """accumulate.c's loops, or None (no compiler, or MAGNET_NATIVE=0): numpy's."""
-    lib = native.library("accumulate.c")
-    if lib is None or getattr(lib, "checked", False):
-        return lib
-    ptr, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-    lib.magnet_group_moments.argtypes = [ptr, ptr, i64, i64, i32, ptr, ptr, ptr]
-    lib.magnet_group_moments.restype = None
-    lib.magnet_hdr_count_first.argtypes = [ptr, ptr, i64, ptr, i32, i64, i64, ptr, ptr, ptr]
-    lib.magnet_hdr_count_first.restype = None
-    lib.magnet_gaps.argtypes = [ptr, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, ptr]
-    lib.magnet_gaps.restype = i64
-    lib.checked = True
-    return lib
+    return native.library("accumulate.c", SIGNATURES)
 
 
 def int64s(x: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Hot loops in C, built on first use into the per-user cache and called through ctypes.
 
-    lib = native.library("pcap/fastpath.c")    # a ctypes.CDLL, or None
+    lib = native.library("pcap/fastpath.c", {"fn": ([PTR, I64], I64)})   # a ctypes.CDLL, or None
 
 Each caller keeps a numpy version of its loop and uses it when library() is None:
 no C compiler on this machine, or MAGNET_NATIVE=0 in the environment (the tests
@@ -20,6 +20,7 @@ from . import buildcache
 
 PACKAGE = Path(__file__).resolve().parent
 CFLAGS = ["-O2", "-Wall", "-Wextra", "-std=gnu11", "-shared", "-fPIC"]
+PTR, I64, I32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 _loaded: dict[str, ctypes.CDLL | None] = {}
 
 
@@ -31,14 +32,19 @@ def compiler() -> str | None:
     return os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
 
 
-def library(source: str) -> ctypes.CDLL | None:
-    """The shared library built from magnetlib/`source`; None when disabled, when no compiler
-    is installed or the cache cannot be written.  A source that fails to compile is a bug:
+def library(source: str, signatures: dict[str, tuple[list, object]]) -> ctypes.CDLL | None:
+    """The shared library built from magnetlib/`source`, its functions typed by `signatures`
+    (name -> (argument types, result type)); None when disabled, when no compiler is
+    installed or the cache cannot be written.  A source that fails to compile is a bug:
     it raises."""
     if not enabled():
         return None
     if source not in _loaded:
-        _loaded[source] = _load(source)
+        lib = _load(source)
+        for name, (args, result) in signatures.items() if lib is not None else ():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, result
+        _loaded[source] = lib
     return _loaded[source]
 
 

@@ -41,12 +41,14 @@ def same(path, expect_fallback=None):
 
 
 def test_c_loops_are_used_where_a_compiler_is():
-    """With a C compiler (CI has one) the fast reader walks and decodes in C."""
+    """With a C compiler (CI has one) the pcap fast path and the accumulators loop in C."""
+    from magnetlib import accumulate
     if native.compiler() is None and not os.environ.get("CI"):
-        pytest.skip("no C compiler: the fast reader runs its numpy version")
-    assert c_loops() is not None
-    with numpy_only():
-        assert c_loops() is None
+        pytest.skip("no C compiler: magnetlib runs the numpy versions")
+    for loops in (c_loops, accumulate.c_loops):
+        assert loops() is not None
+        with numpy_only():
+            assert loops() is None
 
 
 @pytest.mark.parametrize("linktype", [1, 113, 101, 0, 108, 276])

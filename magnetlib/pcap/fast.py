@@ -33,6 +33,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import native
+from ..native import I32, I64, PTR
 from . import files
 from .capture import Capture, PacketStream
 from .columns import (AF_INET, AF_INET6, ETH_8021Q, ETH_IP, ETH_IP6, ETH_VLAN, IPPROTO_TCP,
@@ -63,17 +64,21 @@ def _view(data, size: int, dtype, order: str | None = None) -> np.ndarray:
 
 
 # ------------------------------------------------------------ C loops ---
+SIGNATURES = {
+    "magnet_pcap_walk": ([PTR, I64, I64, I64, I32, I64, PTR, PTR], I64),
+    "magnet_pcap_decode": ([PTR, I64, PTR, I64, I32, I64, I64, I32, I32, PTR, PTR], I64),
+    "magnet_packet_layout": ([PTR, I64], I64),
+    "magnet_flows_new": ([], PTR),
+    "magnet_flows_free": ([PTR], None),
+    "magnet_flows_lookup": ([PTR, PTR, PTR, I64, PTR, PTR, PTR], I64),
+}
+
+
 def c_loops() -> ctypes.CDLL | None:
-    """fastpath.c's walk and decode, or None (no compiler, or MAGNET_NATIVE=0)."""
-    lib = native.library("pcap/fastpath.c")
+    """fastpath.c's walk, decode and flow lookup, or None (no compiler, or MAGNET_NATIVE=0)."""
+    lib = native.library("pcap/fastpath.c", SIGNATURES)
     if lib is None or getattr(lib, "checked", False):
         return lib
-    i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-    lib.magnet_pcap_walk.argtypes = [ptr, i64, i64, i64, i32, i64, ptr, ptr]
-    lib.magnet_pcap_decode.argtypes = [ptr, i64, ptr, i64, i32, i64, i64, i32, i32, ptr, ptr]
-    lib.magnet_packet_layout.argtypes = [ptr, i64]
-    for fn in (lib.magnet_pcap_walk, lib.magnet_pcap_decode, lib.magnet_packet_layout):
-        fn.restype = i64
     offsets = np.zeros(len(PACKET_DTYPE.names), np.int64)
     itemsize = lib.magnet_packet_layout(offsets.ctypes.data, len(offsets))
     if itemsize != PACKET_DTYPE.itemsize or offsets.tolist() != [

@@ -7,7 +7,6 @@ ports of an earlier one joins it.  Malformed packets and fragments are left out.
 """
 from __future__ import annotations
 
-import ctypes
 import weakref
 from dataclasses import dataclass
 
@@ -230,16 +229,7 @@ class _CFlowIndex:
     @classmethod
     def create(cls) -> "_CFlowIndex | None":
         lib = c_loops()
-        if lib is None:
-            return None
-        if not getattr(lib, "flows_checked", False):
-            ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-            lib.magnet_flows_new.restype = ptr
-            lib.magnet_flows_free.argtypes = [ptr]
-            lib.magnet_flows_lookup.argtypes = [ptr, ptr, ptr, i64, ptr, ptr, ptr]
-            lib.magnet_flows_lookup.restype = i64
-            lib.flows_checked = True
-        return cls(lib)
+        return None if lib is None else cls(lib)
 
     def __init__(self, lib):
         self.lib, self.handle = lib, lib.magnet_flows_new()
