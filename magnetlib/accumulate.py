@@ -21,6 +21,7 @@ with the same arithmetic, or in numpy where there is no C compiler.
 from __future__ import annotations
 
 import ctypes
+import mmap
 
 import numpy as np
 
@@ -272,9 +273,7 @@ class OrderStats:
         # Zeroed memory is mapped lazily: cells never counted cost no resident memory.
         # A cell's min is kept as INT64_MAX - min, so that 0 means "none" for both.
         size = int(self.t_offset[-1]) if cells is None else cells
-        self.counts = np.zeros(size, np.int64)
-        self.rev_mins = np.zeros(size, np.int64)
-        self.maxs = np.zeros(size, np.int64)
+        self.counts, self.rev_mins, self.maxs = (lazy_zeros(size) for _ in range(3))
         self.collected: list[tuple[np.ndarray, np.ndarray]] = []
         self._by_group()
 
@@ -492,6 +491,15 @@ class OrderStats:
         target[fits] = np.arange(int(fits.sum()))
         self.w_target[:] = -1
         self.w_target[left] = target[inverse]
+
+
+def lazy_zeros(n: int) -> np.ndarray:
+    """n int64 zeros in pages of their own, each made resident only when first written.
+    (numpy asks for huge pages for large arrays: a sparse histogram would then zero
+    and keep 2 MiB for each cell it counts.)"""
+    if n * 8 < mmap.PAGESIZE:
+        return np.zeros(n, np.int64)
+    return np.frombuffer(mmap.mmap(-1, n * 8), np.int64)
 
 
 def _shift_for(span: np.ndarray) -> np.ndarray:
