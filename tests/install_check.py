@@ -83,6 +83,12 @@ def checks(bin_dir: Path, work: Path) -> None:
     run([magnet, "synth", "ftp", "--duration", "5", "-o", "ftp.magnet"], work, env)
     run([magnet, "info", "ftp.magnet"], work, env)
     run([magnet, "demand", "ftp.magnet", "-o", "demand.csv"], work, env)
+    run([magnet, "stats", "ftp.magnet"], work, env)
+    run([magnet, "to-pcap", "ftp.magnet", "-o", "ftp.pcap"], work, env)
+    run([magnet, "pcap-info", "ftp.pcap"], work, env)
+    # The C loops ship as sources and build on first use (a compiler is here: they must).
+    run([python, "-c", "from magnetlib import accumulate; from magnetlib.pcap import fast; "
+                       "assert accumulate.c_loops() and fast.c_loops()"], work, env)
     for name in ("replay", "experiments", "capture"):
         run([python, "-c", f"import {name}"], work, env, expect=1)
     run([python, "-c", "import magnet.replay, magnet.experiments, magnet.capture, magnetlib"], work, env)
