@@ -29,7 +29,7 @@ def test_quick_run_against_a_baseline(tmp_path):
     assert proc.returncode == 0, proc.stderr
     runs = pd.read_csv(out / "runs.csv")
     veth = runs[runs.kind == "veth"]
-    assert set(veth.case) == {"no capture", "tcpdump", "magnet net", "magnet sock",
+    assert set(veth.case) == {"no capture", "tcpdump", "magnet net", "magnet sock", "magnet sock,dev",
                               "magnet net, baseline", "magnet sock, baseline"}
     assert (veth.gbps > 0.1).all() and (veth.cpu_s_per_gb > 0).all()
     magnet = veth[veth.case.str.startswith("magnet")]
@@ -41,5 +41,6 @@ def test_quick_run_against_a_baseline(tmp_path):
     assert programs.groupby("case").share_pct.sum().to_numpy() == pytest.approx(100.0)
     assert "tp_btf/netif_receive_skb" in set(programs.attach)
     readme = (out / "README.md").read_text()
-    for needle in ("target <= 100 ns", "socket layer only", "(baseline)", "Load average before"):
+    for needle in ("target <= 100 ns", "socket layer only", "the application and the wire only",
+                   "(baseline)", "Load average before"):
         assert needle in readme, needle
