@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import format as fmt
+from . import native
 from .format import Event
+from .native import I64, PTR
 
 CHUNK = 1 << 16
 WORKERS = max(1, min(os.cpu_count() or 1, 4))
@@ -59,7 +61,7 @@ class Scan:
 class _Part:
     """Accumulators of one worker's contiguous range."""
     counts: np.ndarray = field(default_factory=lambda: np.zeros(TABLE, np.int64))
-    nbytes: np.ndarray = field(default_factory=lambda: np.zeros(TABLE, np.float64))
+    nbytes: np.ndarray = field(default_factory=lambda: np.zeros(TABLE, np.int64))
     errors: np.ndarray = field(default_factory=lambda: np.zeros(TABLE, np.int64))
     zeros: np.ndarray = field(default_factory=lambda: np.zeros(TABLE, np.int64))
     high: list = field(default_factory=list)          # (positions, codes) of codes >= TABLE
@@ -148,7 +150,31 @@ def release_pages(mm, begin: int, end: int) -> None:
             pass
 
 
+class _Times(ctypes.Structure):
+    """scan.c's struct scan_times: a range's clock accumulators."""
+    _fields_ = [(name, ctypes.c_int64) for name in (
+        "tmin", "tmax", "zero_ts", "first_zero_ts", "backsteps")] + [("max_back", ctypes.c_uint64)] + [
+        (name, ctypes.c_int64) for name in ("max_back_pos", "prev", "has_prev", "seen")]
+
+
+class _Layout(ctypes.Structure):
+    """scan.c's struct scan_layout: where a record's fields are, and whether to swap them."""
+    _fields_ = [(name, ctypes.c_int64) for name in (
+        "record_size", "at_event", "at_size", "at_timestamp", "swap")]
+
+
+SIGNATURES = {"magnet_scan_range": ([PTR, I64, I64, PTR, I64, PTR, PTR, PTR, PTR, PTR, PTR, PTR], I64)}
+
+
+def c_loops() -> ctypes.CDLL | None:
+    """scan.c's loop, or None (no compiler, or MAGNET_NATIVE=0): numpy's."""
+    return native.library("scan.c", SIGNATURES)
+
+
 def _scan_range(trace, lo: int, hi: int) -> _Part:
+    lib = c_loops()
+    if lib is not None and trace.records.flags.c_contiguous:
+        return _scan_range_c(lib, trace, lo, hi)
     p = _Part()
     records = trace.records
     prev = int(records["timestamp"][lo - 1]) if lo > trace.header_len else None
@@ -165,20 +191,50 @@ def _scan_range(trace, lo: int, hi: int) -> _Part:
     return p
 
 
+def _scan_range_c(lib, trace, lo: int, hi: int) -> _Part:
+    """_scan_range in one C walk per chunk over the mapped records."""
+    p, records = _Part(), trace.records
+    dt = records.dtype
+    layout = _Layout(dt.itemsize, dt.fields["event"][1], dt.fields["size"][1], dt.fields["timestamp"][1],
+                     not dt["event"].isnative)
+    times = _Times(first_zero_ts=-1, max_back_pos=-1)
+    if lo > trace.header_len:
+        times.prev, times.has_prev = int(records["timestamp"][lo - 1].astype(np.int64)), 1
+    high_pos, high_code = np.empty(CHUNK, np.int64), np.empty(CHUNK, np.int64)
+    base = records.ctypes.data
+    for clo in range(lo, hi, CHUNK):
+        chi = min(clo + CHUNK, hi)
+        populate(trace, clo, chi)
+        k = lib.magnet_scan_range(base + clo * dt.itemsize, clo, chi - clo, ctypes.byref(layout), TABLE,
+                                  p.counts.ctypes.data, p.nbytes.ctypes.data, p.errors.ctypes.data,
+                                  p.zeros.ctypes.data, ctypes.byref(times), high_pos.ctypes.data,
+                                  high_code.ctypes.data)
+        if k:
+            p.high.append((high_pos[:k].copy(), high_code[:k].astype(np.intp)))
+        release(trace, clo, chi)
+    if times.seen:
+        p.tmin, p.tmax = times.tmin, times.tmax
+    p.zero_ts, p.backsteps = times.zero_ts, times.backsteps
+    p.first_zero_ts = times.first_zero_ts if times.first_zero_ts >= 0 else None
+    p.max_back = times.max_back
+    p.max_back_pos = times.max_back_pos if times.max_back_pos >= 0 else None
+    return p
+
+
 def _count(p: _Part, ev: np.ndarray, size: np.ndarray, base: int) -> None:
     if ev.max() >= TABLE or ev.min() < 0:          # SYSINFO (clock change) or unknown code
         high = (ev >= TABLE) | (ev < 0)
         p.high.append((np.flatnonzero(high) + base, ev[high]))
         ev, size = ev[~high], size[~high]
     p.counts += np.bincount(ev, minlength=TABLE)
+    zero = size == 0                      # an error's size is its code: not a zero size
+    if zero.any():
+        p.zeros += np.bincount(ev[zero], minlength=TABLE)
     if size.min(initial=0) < 0:
         neg = size < 0
         p.errors += np.bincount(ev[neg], minlength=TABLE)
         size = np.maximum(size, 0)
-    p.nbytes += np.bincount(ev, weights=size, minlength=TABLE)
-    zero = size == 0
-    if zero.any():
-        p.zeros += np.bincount(ev[zero], minlength=TABLE)
+    p.nbytes += np.bincount(ev, weights=size, minlength=TABLE).astype(np.int64)   # exact: < 2**53 a chunk
 
 
 def _times(p: _Part, ts: np.ndarray, base: int, prev: int | None) -> int:
@@ -210,7 +266,7 @@ def scan(trace) -> Scan:
     if not parts:
         return s
     counts = sum(p.counts for p in parts)
-    nbytes = sum(p.nbytes for p in parts).astype(np.int64)
+    nbytes = sum(p.nbytes for p in parts)
     errors, zeros = sum(p.errors for p in parts), sum(p.zeros for p in parts)
     for ev in fmt.INDEX_EVENT:
         if counts[ev] and ev != Event.META:

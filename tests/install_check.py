@@ -87,8 +87,8 @@ def checks(bin_dir: Path, work: Path) -> None:
     run([magnet, "to-pcap", "ftp.magnet", "-o", "ftp.pcap"], work, env)
     run([magnet, "pcap-info", "ftp.pcap"], work, env)
     # The C loops ship as sources and build on first use (a compiler is here: they must).
-    run([python, "-c", "from magnetlib import accumulate; from magnetlib.pcap import fast; "
-                       "assert accumulate.c_loops() and fast.c_loops()"], work, env)
+    run([python, "-c", "from magnetlib import accumulate, scan; from magnetlib.pcap import fast; "
+                       "assert accumulate.c_loops() and fast.c_loops() and scan.c_loops()"], work, env)
     for name in ("replay", "experiments", "capture"):
         run([python, "-c", f"import {name}"], work, env, expect=1)
     run([python, "-c", "import magnet.replay, magnet.experiments, magnet.capture, magnetlib"], work, env)

@@ -11,7 +11,7 @@ from magnetlib import format as fmt
 from magnetlib.format import Clock, Event
 from magnetlib.meta import TraceMeta
 
-from .conftest import FUZZ_EXAMPLES
+from .conftest import FUZZ_EXAMPLES, both_versions
 
 DATA_EVENTS = [ev for ev in Event if ev not in (Event.SYSINFO, Event.META)]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -233,3 +233,47 @@ def test_corruption_never_raises_anything_but_trace_error(tmp_path, data):
         magnetlib.demand.extract(trace)
     except magnetlib.TraceError:
         pass
+
+
+@st.composite
+def raw_records(draw):
+    """Records as a capture might leave them: any code (SYSINFO, unknown ones), error and
+    zero sizes, zero timestamps, time stepping back."""
+    n = draw(st.integers(1, 60))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    rec = magnetlib.empty_records(n)
+    codes = np.array([*map(int, DATA_EVENTS), int(Event.SYSINFO), 0x99, 2**32 - 1], np.uint32)
+    rec["event"] = rng.choice(codes, n)
+    rec["size"] = rng.choice([0, -11, 1, 1448, 2**31 - 1, -2**31], n)
+    ts = np.cumsum(rng.choice([-40, 0, 3, 500], n)) + 10_000     # ties in the largest step back
+    rec["timestamp"] = np.where(rng.random(n) < 0.1, 0, ts)
+    return rec
+
+
+@SETTINGS
+@given(rec=raw_records(), order=st.sampled_from(["<", ">"]), chunk=st.integers(1, 9),
+       workers=st.integers(1, 3))
+def test_scan_in_c_equals_numpy(tmp_path, monkeypatch, rec, order, chunk, workers):
+    """The scan's C walk (scan.c) and its numpy passes find the same, chunks and ranges
+    cutting anywhere."""
+    from dataclasses import astuple
+
+    from magnetlib import scan
+    monkeypatch.setattr(scan, "CHUNK", chunk)
+    monkeypatch.setattr(scan, "WORKERS", workers)
+    path = tmp_path / "s.magnet"
+    good = magnetlib.empty_records(len(rec))
+    good["timestamp"], good["event"] = 1, Event.SOCK_SEND
+    magnetlib.write(path, good, byteorder=order)
+    raw = bytearray(path.read_bytes())
+    raw[-len(rec) * 24:] = rec.astype(rec.dtype.newbyteorder(order)).tobytes()
+    path.write_bytes(bytes(raw))
+    scans = both_versions(lambda: magnetlib.open(path).scan, scan.c_loops() is not None)
+    fields = [astuple(s) for s in scans]
+    assert all(repr(f) == repr(fields[-1]) for f in fields)
+    s = scans[-1]
+    data = rec[rec["event"] < fmt.EVENT_TABLE_SIZE]
+    for ev in s.counts:
+        sizes = data["size"][data["event"] == ev]
+        assert s.zero_size[ev] == np.count_nonzero(sizes == 0)
+        assert s.errors[ev] == np.count_nonzero(sizes < 0)
