@@ -1,6 +1,6 @@
-/* accumulate.py's per-record loops in C: a batch's moments per group, the first
- * pass of the log-linear cells of OrderStats, and the gaps between consecutive
- * events of each group.
+/* accumulate.py's per-record loops in C: Index's lookup of ids, a batch's moments
+ * per group, the first pass of the log-linear cells of OrderStats, and the gaps
+ * between consecutive events of each group.
  *
  * Built on first use by magnetlib/native.py and called through ctypes.  Each loop
  * does what its numpy version does, in the same order and the same float64
@@ -9,6 +9,7 @@
  * compiler.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Per group of a batch: the sum of squared deviations from the batch's mean, and
@@ -91,4 +92,96 @@ int64_t magnet_gaps(const int64_t *group, const int64_t *ns, int64_t n, int64_t 
 		last[g] = t;
 	}
 	return k;
+}
+
+/* Index: dense indices 0..n-1 for 64-bit ids in order of first appearance, as an
+ * open-addressing hash table (linear probing, at most half full). */
+struct index_slot {
+	uint64_t id;
+	int64_t index;			/* -1: empty */
+};
+
+struct id_index {
+	struct index_slot *slots;
+	int64_t mask, ids;
+};
+
+static struct index_slot *empty_slots(int64_t n)
+{
+	struct index_slot *s = malloc(n * sizeof(*s));
+	for (int64_t i = 0; s && i < n; i++)
+		s[i].index = -1;
+	return s;
+}
+
+struct id_index *magnet_index_new(void)
+{
+	struct id_index *t = calloc(1, sizeof(*t));
+	if (t && !(t->slots = empty_slots(64))) {
+		free(t);
+		return NULL;
+	}
+	if (t)
+		t->mask = 63;
+	return t;
+}
+
+void magnet_index_free(struct id_index *t)
+{
+	if (t)
+		free(t->slots);
+	free(t);
+}
+
+static struct index_slot *slot_of_id(const struct id_index *t, uint64_t id)
+{
+	uint64_t at = id * 0x9E3779B97F4A7C15ull;
+	for (at ^= at >> 29;; at++) {
+		struct index_slot *s = &t->slots[at & t->mask];
+		if (s->index < 0 || s->id == id)
+			return s;
+	}
+}
+
+static int grow_index(struct id_index *t)
+{
+	struct id_index bigger = { .mask = 2 * t->mask + 1, .ids = t->ids };
+	if (!(bigger.slots = empty_slots(bigger.mask + 1)))
+		return -1;
+	for (int64_t i = 0; i <= t->mask; i++)
+		if (t->slots[i].index >= 0)
+			*slot_of_id(&bigger, t->slots[i].id) = t->slots[i];
+	free(t->slots);
+	*t = bigger;
+	return 0;
+}
+
+/* Index.cells: per record, index_of(id[i]) * per + column_of[code[i]] (no codes:
+ * column 0).  Ids not seen before get the next indices and are appended to new_ids.
+ * Returns how many were new; -1 when memory ran out, -2 for a code not below ncodes. */
+int64_t magnet_index_cells(struct id_index *t, const uint64_t *id, int64_t n, const uint32_t *code,
+			   const int64_t *column_of, int64_t ncodes, int64_t per, int64_t *cell,
+			   uint64_t *new_ids)
+{
+	int64_t fresh = 0, index = -1;
+	for (int64_t i = 0; i < n; i++) {
+		if (code && code[i] >= ncodes)
+			return -2;
+		if (i == 0 || id[i] != id[i - 1]) {	/* runs of one id: one lookup */
+			struct index_slot *s = slot_of_id(t, id[i]);
+			if (s->index < 0) {
+				if (2 * (t->ids + 1) > t->mask + 1) {
+					if (grow_index(t))
+						return -1;
+					s = slot_of_id(t, id[i]);
+				}
+				s->id = id[i];
+				s->index = t->ids++;
+				new_ids[fresh++] = id[i];
+			}
+			index = s->index;
+		}
+		cell[i] = index * per + (code ? column_of[code[i]] : 0);
+	}
+	return fresh;
 }

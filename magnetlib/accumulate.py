@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import weakref
 
 import numpy as np
 
@@ -35,6 +36,9 @@ SIGNATURES = {
     "magnet_group_moments": ([PTR, PTR, I64, I64, I32, PTR, PTR, PTR], None),
     "magnet_hdr_count_first": ([PTR, PTR, I64, PTR, I32, I64, I64, PTR, PTR, PTR], None),
     "magnet_gaps": ([PTR, PTR, I64, I64, PTR, PTR, PTR, PTR, PTR, PTR], I64),
+    "magnet_index_new": ([], PTR),
+    "magnet_index_free": ([PTR], None),
+    "magnet_index_cells": ([PTR, PTR, I64, PTR, PTR, I64, I64, PTR, PTR], I64),
 }
 
 
@@ -55,15 +59,47 @@ class Index:
         self.ids = np.zeros(0, np.uint64)          # id of each index
         self._sorted = np.zeros(0, np.uint64)
         self._index_of_sorted = np.zeros(0, np.int64)
+        self._lib = c_loops()
+        self._table = self._lib and self._lib.magnet_index_new()      # accumulate.c's hash table
+        if self._lib is not None and not self._table:
+            raise MemoryError("the id index")
+        if self._table:
+            weakref.finalize(self, self._lib.magnet_index_free, self._table)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def cells(self, ids: np.ndarray, codes: np.ndarray, column_of: np.ndarray, per: int) -> np.ndarray:
+        """Per record, a cell of (id, code): the id's index * per + column_of[code], for
+        columns 0..per-1 (new ids are added)."""
+        column_of = int64s(column_of)
+        if self._table:
+            return self._cells_c(np.asarray(ids, np.uint64), np.asarray(codes, np.uint32), column_of, per)
+        return self.of(ids) * per + column_of[codes]
+
+    def _cells_c(self, ids: np.ndarray, codes: np.ndarray | None, column_of: np.ndarray, per: int):
+        ids = np.ascontiguousarray(ids)
+        codes = None if codes is None else np.ascontiguousarray(codes)
+        cell, new = np.empty(len(ids), np.int64), np.empty(len(ids), np.uint64)
+        fresh = self._lib.magnet_index_cells(self._table, ids.ctypes.data, len(ids),
+                                             None if codes is None else codes.ctypes.data,
+                                             column_of.ctypes.data, len(column_of), per,
+                                             cell.ctypes.data, new.ctypes.data)
+        if fresh == -2:
+            raise IndexError(f"an event code beyond the {len(column_of)} of the table")
+        if fresh < 0:
+            raise MemoryError("the id index")
+        if fresh:
+            self.ids = np.concatenate([self.ids, new[:fresh]])
+        return cell
 
     def of(self, ids: np.ndarray) -> np.ndarray:
         """The index of each id (new ids are added); one lookup per run of equal ids."""
         ids = np.asarray(ids, np.uint64)
         if not len(ids):
             return np.zeros(0, np.int64)
+        if self._table:
+            return self._cells_c(ids, None, np.zeros(1, np.int64), 1)
         heads = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
         if len(heads) > len(ids) // 2:        # short runs: cheaper to look every id up
             return self._lookup(ids)

@@ -114,6 +114,12 @@ def modulation(trace: Trace, sockid: int | None = None, data_only: bool = True):
     The trace is read in batches into per-stream accumulators (memory does not grow
     with the file); quantiles are exact, which may take a second pass.
     """
+    import pandas as pd
+    return pd.DataFrame(modulation_columns(trace, sockid, data_only))
+
+
+def modulation_columns(trace: Trace, sockid: int | None = None, data_only: bool = True) -> dict:
+    """modulation() as columns (name -> array), without pandas."""
     codes = sorted(fmt.NETWORK_EVENTS)
     return _Modulation(data_only).run(lambda: trace.time_batches(codes, sockid))
 
@@ -122,9 +128,10 @@ def modulation_of(ns: np.ndarray, size: np.ndarray, event: np.ndarray, sid: np.n
                   data_only: bool = True):
     """The modulation table of network events given as columns (what modulation() reads
     from a trace; the trace library computes it from Parquet with this same function)."""
+    import pandas as pd
     batch = Batch(np.asarray(sid, np.uint64), np.asarray(event), np.asarray(ns, np.int64),
                   np.asarray(size, np.int64))
-    return _Modulation(data_only).run(lambda: [batch])
+    return pd.DataFrame(_Modulation(data_only).run(lambda: [batch]))
 
 
 ROW_OF_EVENT = np.zeros(fmt.EVENT_TABLE_SIZE, np.int64)
@@ -227,7 +234,7 @@ class _Modulation:
         while True:
             sizes_open, gaps_open = not self.size_ranks.resolve(), not self.gap_ranks.resolve()
             if not (sizes_open or gaps_open):
-                return self._table()
+                return self._columns()
             for batch in batches():                   # more passes: only what is still open
                 self._refeed(batch, sizes_open, gaps_open)
 
@@ -237,7 +244,7 @@ class _Modulation:
         if self.data_only:
             keep &= batch.size > 0
         b = batch if keep.all() else batch.part(keep)
-        group = self.streams.of(b.sockid) * NROWS + ROW_OF_EVENT[b.event]
+        group = self.streams.cells(b.sockid, b.event, ROW_OF_EVENT, NROWS)
         return b, group, len(self.streams) * NROWS
 
     def _prepare(self, batch: Batch):
@@ -295,8 +302,8 @@ class _Modulation:
         self.pass_spacing = _Spacing()
 
     # ---------------------------------------------------------------- table ---
-    def _table(self):
-        import pandas as pd
+    def _columns(self) -> dict:
+        """The table's columns, one row per stream and layer that has events."""
         order = self._order()
         n = len(order)
         c = {name: self.counts.view(name)[order] if n else np.zeros(0, np.int64)
@@ -309,11 +316,12 @@ class _Modulation:
         first[empty], last[empty] = np.nan, np.nan
         span = (last - first) / 1e9
         total = c["bytes"].astype(np.float64)
+        streams = len(self.streams)
         with np.errstate(invalid="ignore", divide="ignore"):
-            table = pd.DataFrame({
+            columns = {
                 "sockid": np.repeat(np.sort(self.streams.ids), NROWS),
-                "layer": [layer for _ in range(len(self.streams)) for layer, _ in LAYER_ROWS],
-                "direction": [d for _ in range(len(self.streams)) for _, d in LAYER_ROWS],
+                "layer": np.tile(np.array([layer for layer, _ in LAYER_ROWS], object), streams),
+                "direction": np.tile(np.array([d for _, d in LAYER_ROWS], object), streams),
                 "events": c["events"], "retrans": c["retrans"],
                 **({} if self.data_only else {"errors": c["errors"]}),
                 "bytes": c["bytes"],
@@ -325,8 +333,9 @@ class _Modulation:
                 "span_s": span,
                 "throughput_bps": np.where(span > 0, total * 8 / span, np.nan),
                 "first_ns": first,
-            })
-        return table[table["events"] > 0].reset_index(drop=True)
+            }
+        has = c["events"] > 0
+        return {name: column[has] for name, column in columns.items()}
 
 
 def _ranks(ranks: OrderStats, count: np.ndarray, order: np.ndarray, quantiles) -> dict:

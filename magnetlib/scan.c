@@ -1,10 +1,10 @@
-/* scan.py's pass over a trace's records in C: one sequential walk of a range of the
- * mapped records in place of numpy's several passes over columns copied out of them.
+/* Walks over a trace's mapped records in C: scan.py's pass (counts, bytes, clock) and
+ * Trace._batch's columns of the wanted records, each one sequential walk in place of
+ * numpy's several passes over columns copied out of the records.
  *
- * Built on first use by magnetlib/native.py and called through ctypes, one range per
- * thread.  It counts what scan._count and scan._times count, so the Scan is the same
- * (the tests compare the two); scan.py keeps the numpy version for machines without a
- * compiler.
+ * Built on first use by magnetlib/native.py and called through ctypes (one range per
+ * thread).  Each gives what its numpy version gives (the tests compare the two);
+ * scan.py and trace.py keep those for machines without a compiler.
  */
 #include <stdint.h>
 #include <string.h>
@@ -21,7 +21,7 @@ struct scan_times {
 };
 
 struct scan_layout {
-	int64_t record_size, at_event, at_size, at_timestamp, swap;
+	int64_t record_size, at_sockid, at_event, at_size, at_timestamp, swap;
 };
 
 static inline uint32_t field32(const uint8_t *p, int swap)
@@ -95,4 +95,26 @@ int64_t magnet_scan_range(const uint8_t *records, int64_t first, int64_t n, cons
 			zeros[ev]++;
 	}
 	return high;
+}
+
+/* Trace._batch: of n records, those whose code has keep[min(code, ncodes - 1)] (and,
+ * when `one`, sockid `sockid`), as columns.  Returns how many. */
+int64_t magnet_trace_columns(const uint8_t *records, int64_t n, const struct scan_layout *l,
+			     const uint8_t *keep, int64_t ncodes, int one, uint64_t sockid,
+			     uint64_t *sid, uint32_t *event, int64_t *ns, int64_t *size)
+{
+	int64_t k = 0;
+	for (int64_t i = 0; i < n; i++) {
+		const uint8_t *r = records + i * l->record_size;
+		uint32_t ev = field32(r + l->at_event, l->swap);
+		uint64_t id = field64(r + l->at_sockid, l->swap);
+
+		if (!keep[ev < ncodes ? ev : ncodes - 1] || (one && id != sockid))
+			continue;
+		sid[k] = id;
+		event[k] = ev;
+		ns[k] = (int64_t)field64(r + l->at_timestamp, l->swap);
+		size[k++] = (int32_t)field32(r + l->at_size, l->swap);
+	}
+	return k;
 }

@@ -23,7 +23,7 @@ import numpy as np
 from . import format as fmt
 from . import native
 from .format import Event
-from .native import I64, PTR
+from .native import I32, I64, PTR
 
 CHUNK = 1 << 16
 WORKERS = max(1, min(os.cpu_count() or 1, 4))
@@ -157,17 +157,26 @@ class _Times(ctypes.Structure):
         (name, ctypes.c_int64) for name in ("max_back_pos", "prev", "has_prev", "seen")]
 
 
-class _Layout(ctypes.Structure):
+class Layout(ctypes.Structure):
     """scan.c's struct scan_layout: where a record's fields are, and whether to swap them."""
     _fields_ = [(name, ctypes.c_int64) for name in (
-        "record_size", "at_event", "at_size", "at_timestamp", "swap")]
+        "record_size", "at_sockid", "at_event", "at_size", "at_timestamp", "swap")]
+
+    @classmethod
+    def of(cls, records: np.ndarray) -> "Layout":
+        dt = records.dtype
+        return cls(dt.itemsize, *(dt.fields[name][1] for name in ("sockid", "event", "size", "timestamp")),
+                   not dt["event"].isnative)
 
 
-SIGNATURES = {"magnet_scan_range": ([PTR, I64, I64, PTR, I64, PTR, PTR, PTR, PTR, PTR, PTR, PTR], I64)}
+SIGNATURES = {
+    "magnet_scan_range": ([PTR, I64, I64, PTR, I64, PTR, PTR, PTR, PTR, PTR, PTR, PTR], I64),
+    "magnet_trace_columns": ([PTR, I64, PTR, PTR, I64, I32, ctypes.c_uint64, PTR, PTR, PTR, PTR], I64),
+}
 
 
 def c_loops() -> ctypes.CDLL | None:
-    """scan.c's loop, or None (no compiler, or MAGNET_NATIVE=0): numpy's."""
+    """scan.c's loops, or None (no compiler, or MAGNET_NATIVE=0): numpy's."""
     return native.library("scan.c", SIGNATURES)
 
 
@@ -194,9 +203,7 @@ def _scan_range(trace, lo: int, hi: int) -> _Part:
 def _scan_range_c(lib, trace, lo: int, hi: int) -> _Part:
     """_scan_range in one C walk per chunk over the mapped records."""
     p, records = _Part(), trace.records
-    dt = records.dtype
-    layout = _Layout(dt.itemsize, dt.fields["event"][1], dt.fields["size"][1], dt.fields["timestamp"][1],
-                     not dt["event"].isnative)
+    dt, layout = records.dtype, Layout.of(records)
     times = _Times(first_zero_ts=-1, max_back_pos=-1)
     if lo > trace.header_len:
         times.prev, times.has_prev = int(records["timestamp"][lo - 1].astype(np.int64)), 1

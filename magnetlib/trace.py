@@ -1,6 +1,7 @@
 """Reading traces: memory-mapped, zero-copy in native byte order, one byteswap per column otherwise."""
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import sys
@@ -13,7 +14,8 @@ from . import format as fmt
 from .errors import TraceError
 from .format import Event
 from .meta import MAX_META_RECORDS, TraceMeta, check_sysinfo, decode_header
-from .scan import CHUNK, Scan, in_parallel, populate, release, split
+from .scan import CHUNK, Layout, Scan, in_parallel, populate, release, split
+from .scan import c_loops as scan_loops
 from .scan import scan as scan_trace
 
 # Records per step of the pandas-based passes (streams, parse): bounds their temporaries.
@@ -290,6 +292,9 @@ class Trace:
 
     def _batch(self, table: np.ndarray, sockid: int | None, lo: int, hi: int, ordered: bool) -> "Batch":
         populate(self, lo, hi)
+        lib = scan_loops()
+        if lib is not None and self.exact_ns_clock and self.records.flags.c_contiguous:
+            return self._batch_c(lib, table, sockid, lo, hi, ordered)
         ev = self.column("event", lo, hi)
         keep = table[np.minimum(ev, len(table) - 1)]
         sid = self.column("sockid", lo, hi)
@@ -304,6 +309,17 @@ class Trace:
             ns = self.to_ns(ts[keep], np.arange(lo, hi)[keep])
         return Batch(np.array(sid[keep]), np.array(ev[keep]), ns,
                      self.column("size", lo, hi)[keep].astype(np.int64), ordered)
+
+    def _batch_c(self, lib, table: np.ndarray, sockid: int | None, lo: int, hi: int, ordered: bool) -> "Batch":
+        """_batch in one C walk over the mapped records (a clock in ns: times need no conversion)."""
+        n, keep = hi - lo, np.ascontiguousarray(table, np.uint8)
+        sid, ev = np.empty(n, np.uint64), np.empty(n, np.uint32)
+        ns, size = np.empty(n, np.int64), np.empty(n, np.int64)
+        k = lib.magnet_trace_columns(self.records.ctypes.data + lo * self.record_size, n,
+                                     ctypes.byref(Layout.of(self.records)), keep.ctypes.data, len(keep),
+                                     sockid is not None, sockid or 0, sid.ctypes.data, ev.ctypes.data,
+                                     ns.ctypes.data, size.ctypes.data)
+        return Batch(sid[:k], ev[:k], ns[:k], size[:k], ordered)
 
     def _later_floor(self, bounds: list[tuple[int, int]]) -> np.ndarray:
         """Per chunk k, the earliest ns of chunks k.. (and +inf after the last)."""
@@ -350,11 +366,11 @@ class Trace:
         cells = Growing(records=(np.int64, 0), bytes=(np.int64, 0))
         for b in self.batches(codes):
             b = b.part(b.sockid != 0)
-            s = streams.of(b.sockid)
+            key = streams.cells(b.sockid, b.event, column_of, per)
+            s = key // per
             acc.cover(len(streams))
             np.minimum.at(acc.view("first"), s, b.ns)
             np.maximum.at(acc.view("last"), s, b.ns)
-            key = s * per + column_of[b.event]
             cells.cover(len(streams) * per)
             cells.view("records")[:] += np.bincount(key, minlength=len(cells))
             cells.view("bytes")[:] += np.rint(np.bincount(key, weights=np.maximum(b.size, 0),

@@ -1,6 +1,7 @@
 """The batch accumulators against plain numpy on random batches (empty ones, one group,
 runs long and short, values near 2**62)."""
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from magnetlib.accumulate import Index, Moments, OrderStats, _log_linear, c_loops, hdr_cell
@@ -11,16 +12,36 @@ batches = st.lists(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0, 1, 
                             max_size=60), max_size=5)
 
 
+many_ids = st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2**64 - 1)), max_size=200), max_size=3)
+COLUMN_OF = np.array([0, 2, 1, 0, 2, 1])                # code -> column, 3 columns
+
+
 @settings(max_examples=60, deadline=None)
-@given(batches, st.integers(1, 8))
+@given(batches | many_ids, st.integers(1, 8))
 def test_index_numbers_ids_by_first_appearance(parts, run):
-    index, seen, got, want = Index(), {}, [], []
-    for part in parts:
-        ids = np.repeat(np.array([v for _, v in part], np.uint64), run)      # runs of `run` equal ids
-        got.append(index.of(ids))
-        want.append(np.array([seen.setdefault(int(i), len(seen)) for i in ids], np.int64))
-    assert all(np.array_equal(g, w) for g, w in zip(got, want))
-    assert list(index.ids) == list(seen)
+    """Index.of and Index.cells, in C and in numpy: ids numbered as first seen (runs of
+    `run` equal ids; a few ids, or hundreds, which grow the C hash table)."""
+    def numbered():
+        index, seen, got, want = Index(), {}, [], []
+        for k, part in enumerate(parts):
+            ids = np.repeat(np.array([v for _, v in part], np.uint64), run)
+            codes = np.repeat(np.array([c for c, _ in part], np.uint32), run)
+            if k % 2:
+                got.append(index.cells(ids, codes, COLUMN_OF, 3))
+                want.append([seen.setdefault(int(i), len(seen)) * 3 + COLUMN_OF[c] for i, c in zip(ids, codes)])
+            else:
+                got.append(index.of(ids))
+                want.append([seen.setdefault(int(i), len(seen)) for i in ids])
+        assert all(np.array_equal(g, np.array(w, np.int64).reshape(-1)) for g, w in zip(got, want))
+        assert list(index.ids) == list(seen)
+        return index.ids
+    both_versions(numbered, c_loops() is not None)
+
+
+def test_index_cells_refuses_a_code_beyond_the_table():
+    for index in both_versions(Index, c_loops() is not None):
+        with pytest.raises(IndexError):
+            index.cells(np.array([5], np.uint64), np.array([6], np.uint32), COLUMN_OF, 3)
 
 
 @settings(max_examples=60, deadline=None)

@@ -139,3 +139,15 @@ def test_impossible_metadata(tmp_path, magnet):
 def test_demand_of_missing_stream(ftp, tmp_path, magnet):
     assert_clean_error(magnet("demand", ftp, "--stream", "77", "-o", tmp_path / "x.csv"), "stream 0x4d")
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_print_table_aligns_columns(capsys):
+    from magnetlib.cli.common import print_table
+    print_table({"stream": ["0x1", "0x10"], "bytes": np.array([5, 123456]),
+                 "gap s": np.array([0.5, np.nan])})
+    assert capsys.readouterr().out.splitlines() == [
+        "stream   bytes  gap s",
+        "   0x1       5    0.5",
+        "  0x10  123456    NaN"]
+    print_table({"stream": []})
+    assert capsys.readouterr().out == "(no rows)\n"

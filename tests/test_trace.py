@@ -277,3 +277,36 @@ def test_scan_in_c_equals_numpy(tmp_path, monkeypatch, rec, order, chunk, worker
         sizes = data["size"][data["event"] == ev]
         assert s.zero_size[ev] == np.count_nonzero(sizes == 0)
         assert s.errors[ev] == np.count_nonzero(sizes < 0)
+
+
+@SETTINGS
+@given(rec=raw_records(), order=st.sampled_from(["<", ">"]), size=st.integers(1, 70),
+       events=st.lists(st.sampled_from(DATA_EVENTS), min_size=1, max_size=4), one=st.booleans())
+def test_batches_in_c_equal_numpy(tmp_path, rec, order, size, events, one):
+    """Trace.batches' columns from the C walk (scan.c) and from numpy: the same records,
+    filtered by event (codes beyond the table included) and by stream."""
+    rec = rec[rec["event"] != Event.SYSINFO]          # a clock in ns throughout: the C walk's case
+    rec["sockid"] = np.random.default_rng(len(rec)).choice(np.array([1, 2**64 - 1], np.uint64), len(rec))
+    path = tmp_path / "b.magnet"
+    good = magnetlib.empty_records(len(rec))
+    good["timestamp"], good["event"] = 1, Event.SOCK_SEND
+    magnetlib.write(path, good, byteorder=order)
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) - len(rec) * 24:] = rec.astype(rec.dtype.newbyteorder(order)).tobytes()
+    path.write_bytes(bytes(raw))
+    from magnetlib import scan
+
+    def batches():
+        trace = magnetlib.open(path)
+        assert trace.exact_ns_clock
+        got = trace.batches(events, 2**64 - 1 if one else None, size)
+        return [(b.sockid, b.event, b.ns, b.size) for b in got]
+    runs = both_versions(batches, scan.c_loops() is not None)
+    for got in runs:
+        assert len(got) == len(runs[-1])
+        for batch, numpy_batch in zip(got, runs[-1]):
+            for a, b in zip(batch, numpy_batch):
+                assert a.dtype == b.dtype and np.array_equal(a, b)
+    want = np.isin(rec["event"], events) & ((rec["sockid"] == 2**64 - 1) if one else True)
+    assert np.array_equal(np.concatenate([ns for _, _, ns, _ in runs[-1]] or [np.zeros(0, np.int64)]),
+                          rec["timestamp"][want].astype(np.int64))

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from .. import knobs
 from ..trace import Trace
 
@@ -45,7 +47,23 @@ def human_bytes(n: float) -> str:
 
 def print_frame(frame, floatfmt: str = "{:.6g}") -> None:
     """A DataFrame as an aligned text table."""
-    if frame.empty:
+    print_table({str(name): frame[name].to_numpy() for name in frame.columns}, floatfmt)
+
+
+def print_table(columns: dict, floatfmt: str = "{:.6g}") -> None:
+    """Columns (name -> array, all one length) as an aligned text table: values right-
+    justified under their names, floats in `floatfmt`."""
+    cells = [[name, *_texts(values, floatfmt)] for name, values in columns.items()]
+    if not cells or len(cells[0]) == 1:
         print("(no rows)")
         return
-    print(frame.to_string(index=False, float_format=floatfmt.format))
+    widths = [max(map(len, column)) for column in cells]
+    for row in zip(*cells):
+        print("  ".join(text.rjust(width) for text, width in zip(row, widths)))
+
+
+def _texts(values, floatfmt: str) -> list[str]:
+    values = np.asarray(values)
+    if values.dtype.kind == "f":
+        return ["NaN" if v != v else floatfmt.format(v) for v in values.tolist()]
+    return [str(v) for v in values.tolist()]

@@ -12,7 +12,7 @@ from .. import knobs, metrics, synth
 from ..accumulate import Index
 from ..format import Event, ExtValid
 from ..trace import NATIVE, event_names, format_addresses
-from .common import add_stream_arg, human_bytes, open_checked, print_frame
+from .common import add_stream_arg, human_bytes, open_checked, print_frame, print_table
 
 PARSE_CHUNK = 1 << 18
 
@@ -205,17 +205,18 @@ STATS_COLUMNS = {"sockid": "stream", "layer": "layer", "direction": "dir", "even
 
 def cmd_stats(args) -> int:
     trace = open_checked(args.trace)
-    table = metrics.modulation(trace, args.stream, data_only=not args.all_events)
+    table = metrics.modulation_columns(trace, args.stream, data_only=not args.all_events)
     if args.csv:
-        table.to_csv(args.csv, index=False)
+        import pandas as pd
+        pd.DataFrame(table).to_csv(args.csv, index=False)
     columns = dict(STATS_COLUMNS)
     if args.all_events:                   # failed calls: counted as events, never as bytes
         columns = {k: v for k, v in [*list(columns.items())[:4], ("errors", "errors"),
                                      *list(columns.items())[4:]]}
-    shown = table[list(columns)].rename(columns=columns)
+    shown = {label: table[name] for name, label in columns.items()}
     shown["Mb/s"] = shown["Mb/s"] / 1e6
     shown["stream"] = [knobs.fmt_stream(s) for s in shown["stream"]]
-    print_frame(shown)
+    print_table(shown)
     if trace.scan.lost:
         print(f"\nnote: {trace.scan.lost} records were lost during capture; "
               "these figures undercount around the LOST records")
