@@ -204,8 +204,7 @@ def _sweep_summary(combos: list[dict], results: list[dict], out: Path) -> int:
 
 # ------------------------------------------------------------------- tcp ---
 def register_tcp(replayers) -> None:
-    from .scenario import add_arguments
-    from .tcp import CAPTURES
+    from .scenario import CAPTURES, add_arguments
     p = replayers.add_parser(
         "tcp", help="through N real Linux TCP stacks (network namespaces and a link emulator, or loopback)",
         description="Replay DEMAND into real TCP connections, each between two network namespaces "

@@ -19,6 +19,7 @@ from magnetlib import knobs
 from magnetlib.knobs import Loss, Queue
 
 MODES = ("offline", "relay")
+CAPTURES = ("auto", "bpf", "pcap", "none")          # how a real-TCP replay records its stacks
 
 
 @dataclass(frozen=True)

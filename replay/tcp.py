@@ -49,11 +49,9 @@ from magnetlib.demand import RECV, SEND, Demand
 from magnetlib.errors import TraceError
 
 from . import cross, endpoint, fidelity, linkem, linuxtcp, netns, schedule, wan, wire
-from .scenario import Scenario
+from .scenario import CAPTURES, Scenario
 from .wire import Series
 
-MODES = ("offline", "relay")
-CAPTURES = ("auto", "bpf", "pcap", "none")
 LOOPBACK = "127.0.0.1"
 LOOPBACK_MSS = 1448               # what a 1500-byte MTU gives, so loopback segments look alike
 TOOLS = ("ip",)
