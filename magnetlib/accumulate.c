@@ -12,21 +12,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Per group of a batch: count and sum of the values (np.bincount's sequential
+ * float64 sums, as Moments.add computes them). */
+void magnet_group_count_sum(const int64_t *group, const int64_t *values, int64_t n, int64_t ngroups,
+			    int64_t *count, double *sum)
+{
+	memset(count, 0, ngroups * sizeof(*count));
+	memset(sum, 0, ngroups * sizeof(*sum));
+	for (int64_t i = 0; i < n; i++) {
+		count[group[i]]++;
+		sum[group[i]] += (double)values[i];
+	}
+}
+
 /* Per group of a batch: the sum of squared deviations from the batch's mean, and
- * unless the caller `has` them, count and sum (np.bincount's sequential float64
- * sums, as Moments.add computes them). */
+ * unless the caller `has` them, count and sum. */
 void magnet_group_moments(const int64_t *group, const int64_t *values, int64_t n, int64_t ngroups,
 			  int has, int64_t *count, double *sum, double *m2)
 {
 	memset(m2, 0, ngroups * sizeof(*m2));
-	if (!has) {
-		memset(count, 0, ngroups * sizeof(*count));
-		memset(sum, 0, ngroups * sizeof(*sum));
-		for (int64_t i = 0; i < n; i++) {
-			count[group[i]]++;
-			sum[group[i]] += (double)values[i];
-		}
-	}
+	if (!has)
+		magnet_group_count_sum(group, values, n, ngroups, count, sum);
 	for (int64_t i = 0; i < n; i++) {
 		int64_t g = group[i];
 		double dev = (double)values[i] - sum[g] / (double)count[g];

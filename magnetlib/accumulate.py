@@ -33,6 +33,7 @@ INT64_MAX = np.iinfo(np.int64).max
 
 
 SIGNATURES = {
+    "magnet_group_count_sum": ([PTR, PTR, I64, I64, PTR, PTR], None),
     "magnet_group_moments": ([PTR, PTR, I64, I64, I32, PTR, PTR, PTR], None),
     "magnet_hdr_count_first": ([PTR, PTR, I64, PTR, I32, I64, I64, PTR, PTR, PTR], None),
     "magnet_gaps": ([PTR, PTR, I64, I64, PTR, PTR, PTR, PTR, PTR, PTR], I64),
@@ -45,6 +46,18 @@ SIGNATURES = {
 def c_loops() -> ctypes.CDLL | None:
     """accumulate.c's loops, or None (no compiler, or MAGNET_NATIVE=0): numpy's."""
     return native.library("accumulate.c", SIGNATURES)
+
+
+def count_and_sum(group: np.ndarray, values: np.ndarray, ngroups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: how many values (int64) and their sum (float64, as np.bincount adds them)."""
+    lib = c_loops()
+    if lib is None:
+        return np.bincount(group, minlength=ngroups), np.bincount(group, weights=values, minlength=ngroups)
+    group, values = int64s(group), int64s(values)
+    count, total = np.empty(ngroups, np.int64), np.empty(ngroups, np.float64)
+    lib.magnet_group_count_sum(group.ctypes.data, values.ctypes.data, len(group), ngroups,
+                               count.ctypes.data, total.ctypes.data)
+    return count, total
 
 
 def int64s(x: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import format as fmt
-from .accumulate import SLICE, Growing, Index, Moments, OrderStats, c_loops, int64s
+from .accumulate import SLICE, Growing, Index, Moments, OrderStats, c_loops, count_and_sum, int64s
 from .format import Event
 from .scan import ahead
 from .trace import Batch, Trace
@@ -248,12 +248,12 @@ class _Modulation:
         return b, group, len(self.streams) * NROWS
 
     def _prepare(self, batch: Batch):
-        """Counts, and the sizes and gaps of a batch: runs a batch ahead of _accumulate, on
+        """Counts and size moments of a batch, its sizes and gaps: runs a batch ahead of _accumulate, on
         another thread (each accumulator is touched by one of the two only)."""
         b, group, ngroups = self._groups(batch)
         c = self.counts
         c.cover(ngroups)
-        per_group = np.bincount(group, minlength=ngroups)
+        per_group, size_sum = count_and_sum(group, b.size, ngroups)
         c.view("events")[:] += per_group
         present = np.flatnonzero(per_group)
         retrans = b.event == Event.TCP_RETRANS
@@ -264,15 +264,13 @@ class _Modulation:
             sized = size >= 0
             c.view("errors")[:] += np.bincount(group[~sized], minlength=ngroups)
             g, size = group[sized], size[sized]
-            sized_per_group = np.bincount(g, minlength=ngroups)
-        size_sum = np.bincount(g, weights=size, minlength=ngroups)
+            sized_per_group, size_sum = count_and_sum(g, size, ngroups)
         c.view("bytes")[:] += np.rint(size_sum).astype(np.int64)
-        sizes = g, size, sized_per_group, size_sum
-        return ngroups, present, sizes, self.spacing.gaps(group, b.ns, b.ordered, ngroups)
+        self.size_moments.add(g, size, ngroups, sized_per_group, size_sum)
+        return ngroups, present, (g, size), self.spacing.gaps(group, b.ns, b.ordered, ngroups)
 
     def _accumulate(self, ngroups: int, present: np.ndarray, sizes, gaps) -> None:
-        g, size, sized_per_group, size_sum = sizes
-        self.size_moments.add(g, size, ngroups, sized_per_group, size_sum)
+        g, size = sizes
         self.size_ranks.add(g, size, present)
         gap_group, gap, gap_count, gap_sum = gaps
         self.gap_moments.add(gap_group, gap, ngroups, gap_count, gap_sum)
