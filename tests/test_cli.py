@@ -151,3 +151,14 @@ def test_print_table_aligns_columns(capsys):
         "  0x10  123456    NaN"]
     print_table({"stream": []})
     assert capsys.readouterr().out == "(no rows)\n"
+
+
+def test_print_frame_writes_dates_as_pandas_does_and_missing_as_nan(capsys):
+    import pandas as pd
+    from magnetlib.cli.common import print_frame
+    print_frame(pd.DataFrame({"start": pd.to_datetime([0, 1_500_000_000], unit="ns", utc=True),
+                              "n": pd.array([1, None], "Int64")}))
+    assert capsys.readouterr().out.splitlines() == [
+        "                        start    n",
+        "1970-01-01 00:00:00.000+00:00    1",
+        "1970-01-01 00:00:01.500+00:00  NaN"]

@@ -46,8 +46,17 @@ def human_bytes(n: float) -> str:
 
 
 def print_frame(frame, floatfmt: str = "{:.6g}") -> None:
-    """A DataFrame as an aligned text table."""
-    print_table({str(name): frame[name].to_numpy() for name in frame.columns}, floatfmt)
+    """A DataFrame as an aligned text table (numbers formatted here, other columns such
+    as dates as pandas writes them; anything missing reads NaN)."""
+    print_table({str(name): _column(col) for name, col in frame.items()}, floatfmt)
+
+
+def _column(col):
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iuf":
+        return col.to_numpy()
+    texts = col.astype(str).to_numpy(dtype=object)
+    texts[col.isna().to_numpy()] = "NaN"
+    return texts
 
 
 def print_table(columns: dict, floatfmt: str = "{:.6g}") -> None:
