@@ -112,8 +112,10 @@ def register_ns3(replayers) -> None:
 def _chain(args):
     """The Scenario and ns-3 options the parsed flags describe; ValueError names the problem."""
     from . import ns3, scenario
-    return scenario.from_args(args), ns3.Ns3Options(new_data_only=args.new_data_only,
-                                                    start_offset_ns=args.start_offset)
+    chain = scenario.from_args(args)
+    options = ns3.Ns3Options(new_data_only=args.new_data_only, start_offset_ns=args.start_offset)
+    ns3.chain_args(chain, options)              # what ns-3 cannot run, refused before building it
+    return chain, options
 
 
 def cmd_replay_ns3(args) -> int:

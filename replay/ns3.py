@@ -214,6 +214,9 @@ _PATH_ARGS = {
 def chain_args(scenario: Scenario, options: Ns3Options = Ns3Options()) -> list[str]:
     """The magnet-chain flags that run `scenario`: every knob, as ns-3 takes it."""
     paths = [scenario.path_of(k) for k in range(1, scenario.stacks + 1)]
+    if any(p.duplex for p in paths):
+        raise ValueError("--duplex on: ns-3's paths do not emulate a link in the reverse direction "
+                         "yet (--duplex off: delay and jitter only)")
     tcp = scenario.tcp
     args = [f"--{flag}={','.join(fmt(p) for p in paths)}" for flag, fmt in _PATH_ARGS.items()]
     if scenario.cross:

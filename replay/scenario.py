@@ -6,9 +6,10 @@ each over its own path, the TCP they run and the traffic they compete with.
     s.describe()               # what will be applied, in words
 
 Every knob has one flag, one unit syntax (magnetlib.knobs) and one default in
-`magnet replay ns3` and `magnet replay tcp`: add_arguments() declares them,
-from_args() reads them back.  Link knobs take one value per stack, separated by
-commas, the last repeated ("--rate 20Mbps,10Mbps").
+`magnet replay ns3`, `magnet replay tcp` and `magnet path`: add_arguments() declares
+them, from_args() reads them back.  Link knobs take one value per stack, separated by
+commas, the last repeated ("--rate 20Mbps,10Mbps").  A command may change a path
+knob's default (`magnet path`: duplex on) with add_arguments(path_defaults=...).
 """
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ class Path:
     (the middle one) the bottleneck with `rate_bps`, `queue` and `loss`; the others
     are fast and lossless.  `delay_ns` is the whole path's one-way delay, spread
     evenly over its hops; `jitter_ns` adds up to that much per packet without
-    reordering.  The reverse direction has the same delay, no bottleneck, no loss."""
+    reordering.  The reverse direction has the same delay and jitter; with `duplex` it
+    also has a link of its own with the same rate, queue and loss (a link of that rate
+    each way, as for whole applications), without it no rate, queue or loss."""
     rate_bps: int | None = 20_000_000
     delay_ns: int = 30_000_000
     queue: Queue = Queue(100, "packets")
@@ -36,6 +39,7 @@ class Path:
     jitter_ns: int = 0
     hops: int = 1
     mtu: int = 1500
+    duplex: bool = False
 
     @property
     def rtt_ns(self) -> int:
@@ -67,6 +71,8 @@ class Path:
             text += f", {self.hops} hops (bottleneck: hop {self.bottleneck + 1})"
         if self.mtu != 1500:
             text += f", MTU {self.mtu}"
+        if self.duplex:
+            text += "; duplex: the same link each way"
         return text
 
 
@@ -192,7 +198,10 @@ class Scenario:
         else:
             lines += [f"  stack {k}'s path: {p.describe()}" for k, p in enumerate(paths, 1)]
         if self.cross:
-            lines.append("  cross traffic on each bottleneck: " + "; ".join(c.describe() for c in self.cross))
+            ways = sum(p.duplex for p in paths)
+            where = ("each bottleneck" if not ways else "each bottleneck, both directions" if ways == len(paths)
+                     else "each bottleneck (both directions on the duplex paths)")
+            lines.append(f"  cross traffic on {where}: " + "; ".join(c.describe() for c in self.cross))
         lines.append(f"  TCP: {self.tcp.describe()}")
         return "\n".join(lines)
 
@@ -207,6 +216,9 @@ PATH_FLAGS = [
     ("--jitter", "jitter_ns", knobs.duration, "TIME", "extra delay per packet, up to this, order kept: 2ms"),
     ("--hops", "hops", knobs.positive_count, "N", "links in the path, one of them the bottleneck"),
     ("--mtu", "mtu", knobs.positive_count, "BYTES", "MTU of the path, bytes"),
+    ("--duplex", "duplex", knobs.onoff, "on|off", "on: the reverse direction has the same rate, queue "
+                                                  "and loss, and cross traffic runs both ways; off: "
+                                                  "its delay and jitter only"),
 ]
 # (flag, Tcp field, parser, metavar, help)
 TCP_FLAGS = [
@@ -232,17 +244,25 @@ def _default_text(value) -> str:
     return str(value)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The scenario's flags, the same in every command that runs one."""
-    d, dp, dt = Scenario(), Path(), Tcp()
-    g = parser.add_argument_group("chain")
-    g.add_argument("--stacks", type=knobs.arg(knobs.positive_count), default=d.stacks,
-                   help=f"TCP stacks in the chain (default {d.stacks})")
-    g.add_argument("--mode", choices=MODES, default=d.mode,
-                   help="offline: stack k+1 replays stack k's wire; relay: all at once, joined by "
-                        f"relays (default {d.mode})")
+def add_arguments(parser: argparse.ArgumentParser, *, chain: bool = True,
+                  path_defaults: dict | None = None, tcp_knobs: list[str] | None = None,
+                  path_title: str = "path (one value, or one per stack separated by commas)",
+                  tcp_title: str = "TCP (every socket)") -> None:
+    """The scenario's flags, the same in every command that runs one.  `chain`: the
+    chain's flags (--stacks, --mode); `path_defaults`: Path fields whose default this
+    command changes (from_args applies them); `tcp_knobs`: only these Tcp fields."""
+    d, dp, dt = Scenario(), replace(Path(), **(path_defaults or {})), Tcp()
+    parser.set_defaults(_path_defaults=dict(path_defaults or {}))
+    if chain:
+        g = parser.add_argument_group("chain")
+        g.add_argument("--stacks", type=knobs.arg(knobs.positive_count), default=d.stacks,
+                       help=f"TCP stacks in the chain (default {d.stacks})")
+        g.add_argument("--mode", choices=MODES, default=d.mode,
+                       help="offline: stack k+1 replays stack k's wire; relay: all at once, joined by "
+                            f"relays (default {d.mode})")
+    g = g if chain else parser.add_argument_group(path_title)
     g.add_argument("--seed", type=int, default=d.seed, help=f"random seed (default {d.seed})")
-    g = parser.add_argument_group("path (one value, or one per stack separated by commas)")
+    g = parser.add_argument_group(path_title) if chain else g
     shown = {"rate_bps": "20Mbps", "delay_ns": "30ms", "jitter_ns": "0"}
     for flag, name, convert, metavar, text in PATH_FLAGS:
         default = shown.get(name, _default_text(getattr(dp, name)))
@@ -251,9 +271,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"{text} (default {default})".replace("%", "%%"))
     g.add_argument("--cross", type=knobs.arg(cross), metavar="KIND:...", action="append", default=[],
                    help="competing traffic on each bottleneck, repeatable: " + CROSS_SYNTAX.replace("%", "%%"))
-    g = parser.add_argument_group("TCP (every socket)")
+    g = parser.add_argument_group(tcp_title)
     shown = {"mss": "the MTU's"}
     for flag, name, convert, metavar, text in TCP_FLAGS:
+        if tcp_knobs is not None and name not in tcp_knobs:
+            continue
         default = shown.get(name, _default_text(getattr(dt, name)))
         g.add_argument(flag, dest=f"tcp_{name}", type=knobs.arg(convert), default=None, metavar=metavar,
                        help=f"{text} (default {default})".replace("%", "%%"))
@@ -263,11 +285,14 @@ def from_args(args: argparse.Namespace) -> Scenario:
     """The Scenario the flags of add_arguments() describe."""
     given = {f.name: getattr(args, f"path_{f.name}") for f in fields(Path)
              if getattr(args, f"path_{f.name}", None) is not None}
+    defaults = {name: (value,) for name, value in getattr(args, "_path_defaults", {}).items()}
+    given = {**defaults, **given}
     longest = max((len(v) for v in given.values()), default=1)
     paths = tuple(Path(**{name: knobs.for_stack(values, k) for name, values in given.items()})
                   for k in range(1, longest + 1))
     tcp = Tcp(**{f.name: getattr(args, f"tcp_{f.name}") for f in fields(Tcp)
                  if getattr(args, f"tcp_{f.name}", None) is not None})
-    return Scenario(stacks=args.stacks, mode=args.mode, path=paths, tcp=tcp,
-                    cross=tuple(args.cross), seed=args.seed)
+    d = Scenario()
+    return Scenario(stacks=getattr(args, "stacks", d.stacks), mode=getattr(args, "mode", d.mode),
+                    path=paths, tcp=tcp, cross=tuple(args.cross), seed=args.seed)
 

@@ -186,7 +186,6 @@ class Lab:
         self.exits = ExitStack()
         self.net: wan.Wan | None = None
         self.procs: list[subprocess.Popen] = []           # the stacks' ends and relays
-        self.cross_procs: list[subprocess.Popen] = []
         self.cross: dict[int, dict] = {}
         self.app: dict[str, Series] = {}          # the first stack's writes as replayed, both ends
         self.sessions = 0
@@ -216,7 +215,6 @@ class Lab:
 
     def __exit__(self, *exc) -> None:
         self.kill_workers()
-        self.kill_workers(self.cross_procs)
         self.exits.close()
 
     def place(self, k: int) -> Place:
@@ -321,33 +319,13 @@ class Lab:
     def crossing(self, stacks: list[int]):
         """The scenario's cross traffic on these stacks' bottlenecks, from before they start
         (warm-up) to after they end; what it moved goes to self.cross[k]."""
-        if not self.scenario.cross or self.net is None:
+        if self.net is None:
             yield
             return
-        started = {}
-        for k in stacks:
-            s = self.net.stack(k)
-            flows = [arg for c in self.scenario.cross for arg in cross.spec_args(c, s.path.rate_bps)]
-            sink = self.spawn(s.cross_ns[1], [sys.executable, "-m", "magnet.replay.cross", "sink",
-                                              f"--addr={s.cross_addr[1]}"], self.cross_procs)
-            self.ready(sink, f"stack {k} cross-traffic sink")
-            sender = self.spawn(s.cross_ns[0], [sys.executable, "-m", "magnet.replay.cross", "send",
-                                                f"--addr={s.cross_addr[0]}", f"--to={s.cross_addr[1]}",
-                                                f"--rate={s.path.rate_bps or 0}",
-                                                f"--seed={self.scenario.seed * 1000 + k}",
-                                                f"--cc={self.linux.cc}", *flows],
-                                self.cross_procs)
-            self.ready(sender, f"stack {k} cross-traffic sender")
-            started[k] = (sender, sink)
-        time.sleep(self.options.cross_warmup_s)
-        yield
-        for k, (sender, sink) in started.items():
-            moved = {}
-            for name, proc in (("sent", sender), ("received", sink)):
-                proc.send_signal(signal.SIGTERM)
-                moved[name] = self.finish(proc, f"stack {k} cross traffic", 30)
-            self.cross[k] = moved
-        self.cross_procs.clear()
+        with wan.crossing(self.net, self.scenario, stacks, self.linux.cc,
+                          self.options.cross_warmup_s) as traffic:
+            yield
+        self.cross.update(traffic.moved)
 
     def kill_workers(self, group: list | None = None) -> None:
         group = self.procs if group is None else group
@@ -518,9 +496,7 @@ def stack_notes(s: StackRun, demand_bytes: int, method: str) -> None:
     if s.path_stats:
         s.notes.append(f"path: {s.path_stats.line()}")
     if s.cross:
-        sent, got = s.cross["sent"], s.cross["received"]
-        s.notes.append(f"cross traffic: {sent['tcp_bytes']} B TCP and {sent['udp_bytes']} B UDP sent, "
-                       f"{got['tcp_bytes']} B and {got['udp_bytes']} B arrived")
+        s.notes.append(wan.cross_line(s.cross))
 
 
 def sent_bytes(demand: Demand) -> int:

@@ -11,11 +11,15 @@ link emulator (replay.linkem) joining two of them through TUN devices.
        ^       v        ^       v
       cs       cr      cs       cr         (with cross traffic: senders, sinks)
 
+    with wan.crossing(net, scenario, [1], cc="cubic") as traffic:   # the scenario's --cross
+        ...                                # traffic.moved[k] once the block is left
+
 Stack k's sender lives in n(k-1) at SUBNET.k.1 on device PREFIXt<k>a, its
 receiver in nk at SUBNET.k.2 on PREFIXt<k>b; with cross traffic, its cross
 senders in cs at SUBNET.k.3 (PREFIXt<k>x) and their sinks in cr at SUBNET.k.4
 (PREFIXt<k>y), through the same emulator, so they share the bottleneck in the
-data direction.  Every namespace routes SUBNET.k.0/24 into its device of
+data direction (and, on a duplex path, senders in cr and sinks in cs the other
+way, sharing the reverse link).  Every namespace routes SUBNET.k.0/24 into its device of
 stack k; the emulator forwards by destination address.  The TCP knobs that
 Linux sets per namespace (SACK, timestamps, window scaling) are set in n0..nN,
 and IPv6 is off (nothing but the replay crosses the emulators).  Clean-up as
@@ -25,12 +29,16 @@ their emulator.
 """
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
+import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import linkem, netns
+from . import cross, linkem, netns
 from .scenario import Scenario
 
 TXQUEUELEN = 1000
@@ -177,3 +185,125 @@ def build(prefix: str, scenario: Scenario, out_dir: Path, *, subnet: str = "10.2
         netns.remove(namespaces)
         if guardian:
             guardian.close()
+
+
+# ---------------------------------------------------------- cross traffic ---
+CROSS = [sys.executable, "-m", "magnet.replay.cross"]
+
+
+class CrossTraffic:
+    """The scenario's cross traffic on some stacks' bottlenecks of a built Wan: per stack
+    a sender in cs and a sink in cr (the data direction), and on a duplex path also a
+    sender in cr and a sink in cs (the reverse direction, the same spec).  Every process
+    dies with this one.  `moved[k]`: what stack k's flows sent and received, once stopped
+    ("sent", "received"; "reverse_sent", "reverse_received" on a duplex path)."""
+
+    def __init__(self, net: Wan, scenario: Scenario, stacks: list[int], cc: str | None = None):
+        self.net, self.scenario, self.stacks, self.cc = net, scenario, stacks, cc
+        self.procs: dict[tuple[int, str], tuple[subprocess.Popen, subprocess.Popen]] = {}
+        self.moved: dict[int, dict] = {}
+
+    def start(self) -> "CrossTraffic":
+        try:
+            for k in self.stacks:
+                s = self.net.stack(k)
+                ways = [("", 0, 1)] + ([("reverse_", 1, 0)] if s.path.duplex else [])
+                for way, src, dst in ways:
+                    self._start_way(s, way, src, dst)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def _start_way(self, s: StackPath, way: str, src: int, dst: int) -> None:
+        label = f"stack {s.k} {way.replace('_', ' ')}cross-traffic"
+        flows = [arg for c in self.scenario.cross for arg in cross.spec_args(c, s.path.rate_bps)]
+        seed = self.scenario.seed * 1000 + s.k + (500 if way else 0)
+        sink = self._spawn(s.cross_ns[dst], ["sink", f"--addr={s.cross_addr[dst]}"])
+        self.procs[(s.k, way)] = (sink, sink)
+        _ready(sink, f"{label} sink")
+        sender = self._spawn(s.cross_ns[src], ["send", f"--addr={s.cross_addr[src]}",
+                                               f"--to={s.cross_addr[dst]}", f"--rate={s.path.rate_bps or 0}",
+                                               f"--seed={seed}", *([f"--cc={self.cc}"] if self.cc else []),
+                                               *flows])
+        self.procs[(s.k, way)] = (sender, sink)
+        _ready(sender, f"{label} sender")
+
+    @staticmethod
+    def _spawn(ns: str, args: list[str]) -> subprocess.Popen:
+        from .wire import _die_with_parent
+        return netns.popen(ns, [*CROSS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: _die_with_parent(signal.SIGKILL))
+
+    def stop(self) -> dict[int, dict]:
+        """End every flow; what each moved (WanError if a process failed)."""
+        try:
+            for (k, way), (sender, sink) in self.procs.items():
+                for name, proc in (("sent", sender), ("received", sink)):
+                    proc.send_signal(signal.SIGTERM)
+                    self.moved.setdefault(k, {})[way + name] = _finish(proc, f"stack {k} cross traffic")
+        finally:
+            self.kill()
+        return self.moved
+
+    def kill(self) -> None:
+        for proc in {proc for pair in self.procs.values() for proc in pair}:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+        self.procs.clear()
+
+
+@contextmanager
+def crossing(net: Wan, scenario: Scenario, stacks: list[int], cc: str | None = None,
+             warmup_s: float = 1.0):
+    """The scenario's cross traffic on these stacks, from `warmup_s` before the block to
+    its end (none without --cross); the CrossTraffic, whose `moved` is filled on leaving."""
+    traffic = CrossTraffic(net, scenario, stacks if scenario.cross else [], cc)
+    if not traffic.stacks:
+        yield traffic
+        return
+    traffic.start()
+    try:
+        time.sleep(warmup_s)
+        yield traffic
+    except BaseException:
+        traffic.kill()
+        raise
+    traffic.stop()
+
+
+def cross_line(moved: dict) -> str:
+    """One stack's cross traffic (CrossTraffic.moved[k]) in words."""
+    parts = []
+    for way in ("", "reverse_"):
+        if way + "sent" in moved:
+            sent, got = moved[way + "sent"], moved[way + "received"]
+            parts.append(f"{sent['tcp_bytes']} B TCP and {sent['udp_bytes']} B UDP sent"
+                         f"{' back' if way else ''}, {got['tcp_bytes']} B and {got['udp_bytes']} B arrived")
+    return "cross traffic: " + "; ".join(parts)
+
+
+def _ready(proc: subprocess.Popen, role: str) -> None:
+    line = proc.stdout.readline().split()
+    if not line or line[0] != "ready":
+        proc.wait()
+        raise WanError(f"{role}: {_last_line(proc.stderr.read(), proc.returncode)}")
+
+
+def _finish(proc: subprocess.Popen, role: str, timeout: float = 30) -> dict:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise WanError(f"{role}: did not finish within {timeout:.0f} s") from None
+    lines = out.strip().splitlines()
+    if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
+        raise WanError(f"{role}: {_last_line(err, proc.returncode)}")
+    return json.loads(lines[-1])
+
+
+def _last_line(stderr: str, status: int | None) -> str:
+    lines = [line for line in (stderr or "").splitlines() if line.strip()]
+    return lines[-1] if lines else f"exited with status {status}"

@@ -102,9 +102,33 @@ def test_scenario_defaults_are_one_set():
     assert s.path_of(1).rate_bps == 20_000_000 and s.tcp.cc == "cubic"
 
 
+def test_duplex_is_a_path_knob_whose_default_a_command_may_change():
+    """Off by default (chains keep their results); `magnet path` declares it on; a
+    flag given wins over the command's default; the description says it, and where
+    the cross traffic runs."""
+    assert not parse([]).path_of(1).duplex
+    s = parse(["--duplex", "off,on", "--cross", "tcp:1", "--stacks", "2"])
+    assert [s.path_of(k).duplex for k in (1, 2)] == [False, True]
+    assert "duplex: the same link each way" in s.describe()
+    assert "both directions on the duplex paths" in s.describe()
+    p = argparse.ArgumentParser()
+    scenario.add_arguments(p, chain=False, path_defaults={"duplex": True}, tcp_knobs=["cc"])
+    assert scenario.from_args(p.parse_args([])).path_of(1).duplex
+    assert not scenario.from_args(p.parse_args(["--duplex", "off"])).path_of(1).duplex
+    with pytest.raises(SystemExit):
+        p.parse_args(["--stacks", "2"])
+    with pytest.raises(SystemExit):
+        p.parse_args(["--nagle", "off"])
+
+
 @pytest.mark.parametrize("argv", [["--rate", "fast"], ["--cross", "udp:3"], ["--nagle", "maybe"],
-                                  ["--stacks", "0"], ["--loss", "2"]])
+                                  ["--stacks", "0"], ["--loss", "2"], ["--duplex", "both"]])
 def test_bad_scenario_flags_are_refused(argv, capsys):
     with pytest.raises(SystemExit) as e:
         parse(argv)
     assert e.value.code == 2
+
+
+def test_ns3_refuses_duplex_until_its_paths_have_it(magnet):
+    from .conftest import assert_clean_error
+    assert_clean_error(magnet("replay", "ns3", "synth:ftp", "--duplex", "on"), "--duplex on")

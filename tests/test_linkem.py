@@ -14,7 +14,7 @@ import pytest
 
 from magnetlib import knobs, pcap
 from magnet.replay import linkem, netns, wan
-from magnet.replay.scenario import Path, Scenario
+from magnet.replay.scenario import Path, Scenario, cross
 
 from .conftest import require, require_root, require_tool
 
@@ -23,7 +23,10 @@ PROBE = [sys.executable, "-m", "magnet.replay.linkem.probe"]
 
 
 @pytest.fixture(autouse=True)
-def emulator_here():
+def emulator_here(request):
+    """Every test runs the emulator on TUN devices, unless marked `noroot` (arguments, refusals)."""
+    if request.node.get_closest_marker("noroot"):
+        return
     require_root()
     require_tool("ip")
     why = linkem.unavailable()
@@ -38,14 +41,17 @@ def path_net(tmp_path, path: Path, **scenario):
         yield net
 
 
-def one_way(net, tmp_path, count: int, size: int = 100, gap_us: float = 0, idle_s: float = 1.0) -> np.ndarray:
-    """Datagrams from stack 1's sender to its receiver: rows (seq, sent, received, bytes)."""
+def one_way(net, tmp_path, count: int, size: int = 100, gap_us: float = 0, idle_s: float = 1.0,
+            reverse: bool = False) -> np.ndarray:
+    """Datagrams from stack 1's sender to its receiver (reverse: back): rows (seq, sent,
+    received, bytes)."""
     s, out = net.stack(1), tmp_path / "got.npy"
-    recv = net.popen(s.right_ns, [*PROBE, "recv", "--bind", f"{s.right_addr}:7000", "--out", out,
-                                  "--idle", idle_s], stdout=subprocess.PIPE, text=True)
+    (src_ns, _), (dst_ns, dst) = ((s.left_ns, s.left_addr), (s.right_ns, s.right_addr))[::-1 if reverse else 1]
+    recv = net.popen(dst_ns, [*PROBE, "recv", "--bind", f"{dst}:7000", "--out", out,
+                              "--idle", idle_s], stdout=subprocess.PIPE, text=True)
     assert recv.stdout.readline().strip() == "ready"
-    net.popen(s.left_ns, [*PROBE, "send", "--to", f"{s.right_addr}:7000", "--count", count,
-                          "--size", size, "--gap-us", gap_us]).wait(60)
+    net.popen(src_ns, [*PROBE, "send", "--to", f"{dst}:7000", "--count", count,
+                       "--size", size, "--gap-us", gap_us]).wait(60)
     assert recv.wait(60) == 0
     return np.load(out)
 
@@ -87,6 +93,50 @@ def test_rate_serialises_and_queue_drops_tail(tmp_path):
     assert 3.9 < spacing_ms < 4.2                               # 1000 B at 2 Mbit/s: 4 ms
     f = st["forward"]
     assert f["queue_drops"] == 259 and f["forwarded"] == 41 and f["queue_max_packets"] == 40
+
+
+@pytest.mark.parametrize("duplex", [True, False])
+def test_duplex_gives_the_reverse_direction_its_own_link(tmp_path, duplex):
+    """With duplex the reverse direction is a link like the forward one (a burst of 300
+    into 2 Mbit/s and a 40-packet queue: the queue fills, what gets through is spaced
+    by 4 ms, the rest are drop-tail losses); without, it has the delay only and carries
+    the whole burst."""
+    path = Path(rate_bps=2_000_000, delay_ns=5 * MS, queue=knobs.queue("40p"), duplex=duplex)
+    with path_net(tmp_path, path) as net:
+        got = one_way(net, tmp_path, 300, size=972, reverse=True)
+        st = stats(net)
+    r = st["reverse"]
+    assert st["forward"]["packets_in"] == 0
+    if not duplex:
+        assert len(got) == 300 and r["queue_drops"] == 0 and r["forwarded"] == 300
+        return
+    assert len(got) == r["forwarded"] and r["forwarded"] + r["queue_drops"] == 300
+    assert 41 <= len(got) < 100 and (got[:41, 0] == np.arange(41)).all()
+    assert 3.9 < np.median(np.diff(got[:, 2])) / MS < 4.2
+    assert r["queue_max_packets"] == 40
+
+
+def test_duplex_cross_traffic_runs_both_ways(tmp_path):
+    """On a duplex path --cross runs in both directions, each through its own link: a
+    bulk TCP flow each way loads each direction's bottleneck up to its rate, never past
+    it (each flow's ACKs queue behind the other's data, so neither fills its link at
+    once: more than half of it after a second); wan.crossing reports what each way moved."""
+    path = Path(rate_bps=10_000_000, delay_ns=5 * MS, duplex=True)
+    scenario = Scenario(stacks=1, path=(path,), cross=(cross("tcp:1"),))
+    with wan.build(f"mglt{os.getpid()}", scenario, tmp_path) as net:
+        emulator = net.stack(1).emulator
+        with wan.crossing(net, scenario, [1], cc="cubic", warmup_s=1.0) as traffic:
+            start = emulator.snapshot()
+            time.sleep(2)
+            end = emulator.snapshot()
+    moved = traffic.moved[1]
+    assert set(moved) == {"sent", "received", "reverse_sent", "reverse_received"}
+    span = end.raw["elapsed_s"] - start.raw["elapsed_s"]
+    for way in ("forward", "reverse"):
+        bits = (end[way]["forwarded_bytes"] - start[way]["forwarded_bytes"]) * 8
+        assert 0.5 * 10e6 < bits / span <= 1.01 * 10e6, (way, bits / span)
+    assert moved["received"]["tcp_bytes"] > 0 and moved["reverse_received"]["tcp_bytes"] > 0
+    assert "sent back" in wan.cross_line(moved)
 
 
 def test_queue_in_bytes_and_sustained_rate(tmp_path):
@@ -184,6 +234,7 @@ def test_emulator_dies_with_its_parent_and_takes_its_devices(tmp_path):
     assert not [n for n in netns.listed() if n.startswith(prefix)]
 
 
+@pytest.mark.noroot
 def test_bad_path_is_refused_in_one_line():
     for path, flag in ((Path(rate_bps=10), "--rate"), (Path(delay_ns=20_000_000_000), "--delay"),
                        (Path(mtu=100), "--mtu"), (Path(hops=100), "--hops")):

@@ -101,6 +101,8 @@ def path_args(path, seed: int) -> list[str]:
             f"--mtu={path.mtu}", f"--seed={seed}"]
     if path.jitter_ns:
         args.append(f"--jitter={path.jitter_ns}")
+    if path.duplex:
+        args.append("--duplex")
     if path.rate_bps:
         args.append(f"--rate={path.rate_bps}")
         if path.queue.unit == "packets":
@@ -150,8 +152,10 @@ class Stats:
                                                            ("overflow", "emulator overflows"),
                                                            ("write_errors", "write errors")) if c[key]]
             parts.append(text + (", " + ", ".join(drops) if drops else ""))
-        f = self.raw["forward"]
-        return ("; ".join(parts) + f"; queue peak {f['queue_max_packets']} packets; delivery late "
+        f, r = self.raw["forward"], self.raw["reverse"]
+        peak = f"{f['queue_max_packets']} packets" + (f" ({r['queue_max_packets']} reverse)"
+                                                      if r["queue_max_packets"] else "")
+        return ("; ".join(parts) + f"; queue peak {peak}; delivery late "
                 f"p50 {f['late_p50_us']:.0f} us, p99 {f['late_p99_us']:.0f} us")
 
 

@@ -14,7 +14,8 @@
  * order kept). Only the bottleneck hop (--bottleneck, default the middle)
  * has the rate, queue, loss and jitter; the others are fast (no
  * serialisation) and lossless. The reverse path has the same delays and
- * jitter, no link. Every packet enters at the path's start, so every stage
+ * jitter, and with --duplex a link of its own like the forward one (the same
+ * rate, queue and loss, its own state and random numbers); without, no link. Every packet enters at the path's start, so every stage
  * sees its arrivals in time order and a packet's exit time from each stage is
  * known when it arrives: the process computes it through the stages at once
  * and then only wakes (timerfd, CLOCK_MONOTONIC, absolute) to deliver it.
@@ -531,7 +532,7 @@ static void add_tun(const char *spec)
 struct path_opts {
 	uint64_t rate, queue_bytes, queue_packets, seed;
 	int64_t delay, jitter;
-	int hops, bottleneck;
+	int hops, bottleneck, duplex;
 	struct loss loss;
 };
 
@@ -577,8 +578,8 @@ static void parse_ge(struct loss *l, const char *text)
 }
 
 /* Forward: hop `bottleneck` has the link; every hop a share of the delay.
- * Reverse: the hops in the other order, delays only. Jitter on the bottleneck
- * hop, both ways. */
+ * Reverse: the hops in the other order, the link only when duplex. Jitter on
+ * the bottleneck hop, both ways. */
 static void build_paths(const struct path_opts *o)
 {
 	for (int k = 0; k < 2; k++) {
@@ -594,7 +595,7 @@ static void build_paths(const struct path_opts *o)
 			if (hop != o->bottleneck)
 				continue;
 			s->jitter_ns = o->jitter;
-			if (k == 0) {
+			if (k == 0 || o->duplex) {
 				s->rate_bps = o->rate;
 				s->queue_bytes = o->queue_bytes;
 				s->queue_packets = o->queue_packets;
@@ -610,7 +611,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: linkem --tun a|b:NETNS:DEVICE:IPV4 ... [--delay NS] [--jitter NS] [--rate BPS]\n"
 		"              [--queue-bytes N] [--queue-packets N] [--loss P | --ge P,R,BAD,GOOD]\n"
-		"              [--hops N] [--bottleneck I] [--mtu N] [--seed N] [--stats FILE] [--no-rt]\n");
+		"              [--hops N] [--bottleneck I] [--duplex] [--mtu N] [--seed N] [--stats FILE]\n"
+		"              [--no-rt]\n");
 	exit(2);
 }
 
@@ -621,6 +623,7 @@ static void parse(int argc, char **argv, struct path_opts *o, int *want_rt)
 		{"queue-bytes", 1, 0, 'B'}, {"queue-packets", 1, 0, 'P'}, {"loss", 1, 0, 'l'},
 		{"ge", 1, 0, 'g'}, {"hops", 1, 0, 'h'}, {"bottleneck", 1, 0, 'b'}, {"mtu", 1, 0, 'm'},
 		{"seed", 1, 0, 's'}, {"stats", 1, 0, 'S'}, {"no-rt", 0, 0, 'n'}, {"name", 1, 0, 'N'},
+		{"duplex", 0, 0, 'D'},
 		{0, 0, 0, 0}};
 	int opt;
 
@@ -642,6 +645,7 @@ static void parse(int argc, char **argv, struct path_opts *o, int *want_rt)
 		case 'S': stats_path = optarg; break;
 		case 'n': *want_rt = 0; break;
 		case 'N': prog_name = optarg; break;
+		case 'D': o->duplex = 1; break;
 		default: usage();
 		}
 	}
