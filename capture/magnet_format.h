@@ -92,6 +92,7 @@ enum magnet_ext_valid {
 	MAGNET_EXT_TASK = 0x10,	/* pid and cpu are set */
 	MAGNET_EXT_GSO = 0x20,	/* gso_segs and gso_size are set */
 	MAGNET_EXT_TCP_INFO = 0x40,	/* tcp_state, snd_wnd .. mss hold the socket's TCP_INFO (the preload capture): write_seq, copied_seq, snd_nxt and snd_una count bytes from the connection's first data byte, not sequence numbers */
+	MAGNET_EXT_DEMAND = 0x80,	/* the record is a row of a whole-application demand (docs/app-demand.md), not a capture: tcp_flags is the row's kind (SYN open, PSH send, FIN close, RST reset); seq + ack_seq << 32 is its wait_bytes, snd_wnd + rcv_wnd << 32 its think_ns, srtt_us its adu and rto_us its after (signed 32-bit), not TCP state */
 };
 
 struct magnet_core {

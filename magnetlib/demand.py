@@ -167,7 +167,7 @@ class DemandWriter(Atomic):
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
-        self.kind = _kind(self.path)
+        self.kind = file_kind(self.path)
         self.tmp = None if self.kind == "magnet" else private.temporary(self.path)
         self._out = None
         self._aborted = False
@@ -234,7 +234,7 @@ def _records(demand: Demand) -> np.ndarray:
     return rec
 
 
-def _kind(path: str) -> str:
+def file_kind(path: str) -> str:
     ext = os.path.splitext(path)[1].lower()
     kinds = {".csv": "csv", ".parquet": "parquet", ".magnet": "magnet", ".trace": "magnet"}
     if ext not in kinds:
@@ -245,7 +245,7 @@ def _kind(path: str) -> str:
 def read_demand(path: str | os.PathLike, sockid: int | None = None) -> Demand:
     """Read and validate a demand file (CSV, Parquet, or any magnet trace's socket layer)."""
     path = os.fspath(path)
-    if _kind(path) == "magnet":
+    if file_kind(path) == "magnet":
         with Trace(path) as trace:
             demand = extract(trace.check(), sockid)
     else:
@@ -256,7 +256,7 @@ def read_demand(path: str | os.PathLike, sockid: int | None = None) -> Demand:
 def _read_table(path: str, sockid: int | None) -> Demand:
     import pandas as pd
     try:
-        frame = pd.read_csv(path) if _kind(path) == "csv" else pd.read_parquet(path)
+        frame = pd.read_csv(path) if file_kind(path) == "csv" else pd.read_parquet(path)
     except (OSError, ValueError, pd.errors.ParserError, ImportError) as e:
         raise TraceError(path, f"cannot read demand: {str(e).splitlines()[0]}") from None
     missing = {"time_ns", "size"} - set(frame.columns)

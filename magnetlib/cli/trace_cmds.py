@@ -10,6 +10,7 @@ from .. import demand as demand_mod
 from .. import format as fmt
 from .. import knobs, metrics, synth
 from ..accumulate import Index
+from ..errors import TraceError
 from ..format import Event, ExtValid
 from ..trace import NATIVE, event_names, format_addresses
 from .common import add_stream_arg, human_bytes, open_checked, print_frame, print_table
@@ -30,9 +31,20 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_parse)
 
     p = sub.add_parser("demand", help="a stream's application demand (SOCK_SEND/SOCK_RECV), "
-                                      "or a lower layer's series")
-    p.add_argument("trace")
+                                      "a lower layer's series, or (--all) every connection's",
+                       description="The demand of one stream, or with --all the whole application's: "
+                                   "every connection, who opened it, each side's writes with what it "
+                                   "waited for and its think time, how it closed (docs/app-demand.md). "
+                                   "--all takes one trace, a client's and a server's trace (magnet path "
+                                   "--capture T: T.client.magnet T.server.magnet), or their prefix T.")
+    p.add_argument("trace", nargs="+", help="a trace; with --all also CLIENT SERVER or a path capture's prefix")
     add_stream_arg(p)
+    p.add_argument("--all", action="store_true",
+                   help="every connection: the whole-application demand (docs/app-demand.md)")
+    p.add_argument("--after-within", type=knobs.arg(knobs.duration), default=None, metavar="TIME",
+                   help="--all: a connection opened at most this long after its process read the last "
+                        "byte of an earlier one (and closed it) opens after it in a replay (default 1s; "
+                        "0: never)")
     p.add_argument("--direction", choices=["send", "recv", "both"], default="both")
     p.add_argument("--layer", choices=fmt.LAYERS, default="sock",
                    help="sock (the demand, default) or a lower layer's post-modulation series")
@@ -159,7 +171,13 @@ def cmd_parse(args) -> int:
 
 # ----------------------------------------------------------------- demand ---
 def cmd_demand(args) -> int:
-    trace = open_checked(args.trace)
+    if args.all:
+        return _demand_all(args)
+    if len(args.trace) > 1:
+        raise TraceError(" ".join(args.trace), "one trace (several only with --all)")
+    if args.after_within is not None:
+        raise TraceError("--after-within", "only with --all")
+    trace = open_checked(args.trace[0])
     left, written = demand_mod.Left(), _Written()
     with demand_mod.DemandWriter(args.output) as out:
         for piece in demand_mod.pieces(trace, args.stream, args.direction, args.layer, left):
@@ -168,12 +186,32 @@ def cmd_demand(args) -> int:
         if not written.calls:
             out.abort()
             which = "any stream" if args.stream is None else f"stream {knobs.fmt_stream(args.stream)}"
-            print(f"magnet: {args.trace}: {which} has no {args.layer.upper()} events that moved data",
+            print(f"magnet: {args.trace[0]}: {which} has no {args.layer.upper()} events that moved data",
                   file=sys.stderr)
             return 2
     print(f"{args.output}: {written.calls} events, {written.bytes} bytes over {written.duration_ns / 1e9:.6f} s "
           f"from {len(written.streams)} stream(s); left out {left.errors} failed and "
           f"{left.zero} zero-byte calls", file=sys.stderr)
+    return 0
+
+
+def _demand_all(args) -> int:
+    """magnet demand T [T2] --all -o D: the whole-application demand."""
+    from .. import app_demand, connections
+    for flag, value in (("--stream", args.stream), ("--direction", args.direction != "both" or None),
+                        ("--layer", args.layer != "sock" or None)):
+        if value is not None:
+            raise TraceError(flag, "not with --all (it takes every connection's socket calls)")
+    paths = connections.pair_paths(args.trace[0]) if len(args.trace) == 1 else None
+    paths = paths or args.trace
+    app_demand.kind_of(args.output)
+    within = connections.AFTER_WITHIN_NS if args.after_within is None else args.after_within
+    d = connections.build(paths, after_within_ns=within)
+    app_demand.validate(d, " and ".join(paths))
+    app_demand.write(d, args.output)
+    for note in d.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"{args.output}: {d.summary()}, {len(d)} rows", file=sys.stderr)
     return 0
 
 
