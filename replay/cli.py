@@ -17,10 +17,12 @@ from magnetlib.errors import TraceError
 
 
 def register(sub) -> None:
+    from . import path_cli
     p = sub.add_parser("replay", help="replay application demand through simulated or real TCP stacks")
     replayers = p.add_subparsers(dest="replayer", metavar="REPLAYER", required=True)
     register_ns3(replayers)
     register_tcp(replayers)
+    path_cli.register(sub)
 
 
 def add_demand_args(p) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from pathlib import Path
 
 IFNAMSIZ = 15
 MTU_FRAME = 1514                  # bytes of a full Ethernet frame at MTU 1500
+NETNS_ETC = Path("/etc/netns")    # `ip netns exec NAME` bind-mounts NETNS_ETC/NAME/* over /etc/*
 
 
 class NetnsError(RuntimeError):
@@ -291,13 +293,18 @@ def listed() -> list[str]:
 
 def sweep(prefix: str) -> list[str]:
     """Delete what a run made with `prefix` left: its namespaces (with their veths
-    and qdiscs), any of its veths left here, and its cgroups (magnet/PREFIX-*,
-    after interrupting captures that record them); returns what was removed."""
+    and qdiscs, and their /etc/netns files), any of its veths left here, and its
+    cgroups (magnet/PREFIX-*, after interrupting captures that record them and
+    killing their processes); returns what was removed."""
     gone = sweep_cgroups(prefix) + _stop_emulators(prefix)
     ns_name = re.compile(rf"{re.escape(prefix)}-(n\d+|cs|cr)")
     names_found = [name for name in listed() if ns_name.fullmatch(name)]
     remove(names_found)
     gone += names_found
+    for folder in NETNS_ETC.glob(f"{prefix}-*"):
+        if ns_name.fullmatch(folder.name):
+            shutil.rmtree(folder, ignore_errors=True)
+            gone.append(str(folder))
     dev_name = re.compile(rf"{re.escape(prefix)}h\d+[ab]")
     links = sh("ip", "-o", "link", "show", check=False).stdout
     for dev in re.findall(r"^\d+: ([^:@]+)", links, re.M):

@@ -40,6 +40,15 @@ def require_root() -> None:
     require(os.geteuid() == 0, "needs root")
 
 
+def require_link_emulator() -> None:
+    """What replay.linkem needs: root, ip and /dev/net/tun."""
+    require_root()
+    require_tool("ip")
+    from magnet.replay import linkem
+    why = linkem.unavailable()
+    require(why is None, f"link emulator: {why}")
+
+
 def unprivileged(cmd: list[str]) -> list[str]:
     """`cmd` run as nobody when we are root (to test what a user without root sees)."""
     if os.geteuid() != 0:

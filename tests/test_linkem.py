@@ -16,7 +16,7 @@ from magnetlib import knobs, pcap
 from magnet.replay import linkem, netns, wan
 from magnet.replay.scenario import Path, Scenario, cross
 
-from .conftest import require, require_root, require_tool
+from .conftest import require, require_link_emulator, require_tool
 
 MS = 1_000_000
 PROBE = [sys.executable, "-m", "magnet.replay.linkem.probe"]
@@ -25,12 +25,8 @@ PROBE = [sys.executable, "-m", "magnet.replay.linkem.probe"]
 @pytest.fixture(autouse=True)
 def emulator_here(request):
     """Every test runs the emulator on TUN devices, unless marked `noroot` (arguments, refusals)."""
-    if request.node.get_closest_marker("noroot"):
-        return
-    require_root()
-    require_tool("ip")
-    why = linkem.unavailable()
-    require(why is None, f"link emulator: {why}")
+    if not request.node.get_closest_marker("noroot"):
+        require_link_emulator()
 
 
 @contextmanager

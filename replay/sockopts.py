@@ -1,0 +1,91 @@
+"""Socket options on every TCP connection of a cgroup, for what Linux sets only per
+socket: a sockops program (replay/linkem/sockopts.bpf.c, loaded by linkem-sockopts,
+built on first use like magnet-read: clang, bpftool, libbpf) calls bpf_setsockopt as
+each connection is established (both ends: active and passive).
+
+    why = sockopts.unavailable()                       # None: it can run here
+    opts = sockopts.SockOpts(cgroup, cc="cubic", nodelay=True, delack_max_ns=None)
+    opts.stop()                                        # {"applied": connections, "refused": ...}
+
+Used for the delayed-ACK cap of `magnet replay tcp` (replay.delack) and for the
+congestion control and Nagle of the real programs of `magnet path`.  An option set
+this way holds whatever the program set before the handshake; a program that sets it
+again afterwards has the last word.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from magnetlib import buildcache
+
+SOURCE = Path(__file__).resolve().parent / "linkem"
+TOOLS = ("clang", "bpftool")
+
+
+def unavailable() -> str | None:
+    """Why the sockops program cannot run here (None: it can)."""
+    if os.geteuid() != 0:
+        return "needs root (a sockops BPF program sets it)"
+    missing = [t for t in TOOLS if not shutil.which(t)]
+    if missing or not Path("/usr/include/bpf/libbpf.h").exists():
+        return ("needs a sockops BPF program, built with clang, bpftool and libbpf-dev "
+                f"(missing: {', '.join(missing) or 'libbpf-dev'})")
+    return None
+
+
+def build(quiet: bool = True) -> Path:
+    """linkem-sockopts, built once per version of its sources."""
+    files = [(name, SOURCE / name) for name in ("sockopts.bpf.c", "sockopts.c")]
+    arch = os.uname().machine
+
+    def make(out: Path) -> None:
+        steps = [["clang", "-g", "-O2", "-target", "bpf", f"-I/usr/include/{arch}-linux-gnu", "-c",
+                  str(SOURCE / "sockopts.bpf.c"), "-o", str(out / "sockopts.bpf.o")],
+                 ["sh", "-c", f"bpftool gen skeleton {out}/sockopts.bpf.o name sockopts_bpf "
+                              f"> {out}/sockopts.skel.h"],
+                 [os.environ.get("CC", "cc"), "-O2", "-Wall", f"-I{out}", str(SOURCE / "sockopts.c"),
+                  "-lbpf", "-lelf", "-lz", "-o", str(out / "linkem-sockopts")]]
+        for cmd in steps:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode:
+                lines = proc.stderr.strip().splitlines() or ["failed"]
+                raise RuntimeError(f"building linkem-sockopts: {lines[-1]}")
+    return buildcache.build("sockopts", buildcache.key(files, [arch]), make, quiet=quiet,
+                            label="linkem-sockopts")[0] / "linkem-sockopts"
+
+
+class SockOpts:
+    """linkem-sockopts attached to a cgroup until stop(); RuntimeError (one line) if it
+    cannot be built, loaded or attached."""
+
+    def __init__(self, cgroup: Path, *, cc: str | None = None, nodelay: bool = False,
+                 delack_max_ns: int | None = None):
+        args = [str(build()), str(cgroup)]
+        if delack_max_ns:
+            args.append(f"--delack-max-us={delack_max_ns // 1000}")
+        if cc:
+            args.append(f"--cc={cc}")
+        if nodelay:
+            args.append("--nodelay")
+        self.counts: dict | None = None
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            self.proc.wait()
+            err = self.proc.stderr.read().strip().splitlines()
+            raise RuntimeError(err[-1] if err else f"linkem-sockopts exited with {self.proc.returncode}")
+
+    def stop(self) -> dict:
+        """Detached; how many connections took the options and refused them (once)."""
+        if self.counts is None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+            out, _ = self.proc.communicate(timeout=10)
+            lines = [line for line in out.splitlines() if line.startswith("{")]
+            self.counts = json.loads(lines[-1]) if lines else {}
+        return self.counts
