@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* The reader's side of the per-CPU capture buffers (see magnet.bpf.c):
+/* The reader's side of the per-CPU capture buffers (see magnet.bpf.h):
  * memory-mapped, records taken in time order across CPUs, slots freed by
  * zeroing their timestamps. */
 #ifndef MAGNET_BUFFERS_H

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* magnet-read: load the programs of magnet.bpf.c, drain their ring buffer
+/* magnet-read: load the BPF programs (*.bpf.c), drain their ring buffer
  * into a trace (docs/trace-format.md), account for every event lost.
  *
  * The buffer is drained on a timer (the paper's sleep time) or when the

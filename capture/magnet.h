@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* Definitions shared by the BPF programs (magnet.bpf.c) and magnet-read.
+/* Definitions shared by the BPF programs (*.bpf.c) and magnet-read.
  * The record layout itself is magnet_format.h, generated from format.toml. */
 #ifndef MAGNET_H
 #define MAGNET_H
