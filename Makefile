@@ -5,6 +5,7 @@
 #   make bench    the benchmarks (minutes; figures on stdout)
 #   make fuzz     the fuzz tests of traces and pcaps at 100x their examples (about 10 minutes)
 #   make setup    only the set-up: Debian packages and the .venv virtualenv
+#   make setup-apps  the Debian packages of the suite of real applications (experiments/apps/)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -71,8 +72,15 @@ ns3: setup $(NS3_STAMP)
 demo: setup ns3
 	$(PY) -m magnet.experiments.demo --out $(OUT)/demo
 
-test: setup ns3
+test: setup ns3 setup-apps
 	$(PY) -m pytest -q
+
+# The suite of real applications (experiments/apps/, docs/apps.md): nginx, redis, memcached,
+# openssh-server, mosquitto, nghttp2-client... installed when missing (as root; under CI a
+# package that cannot be installed fails the set-up). The tests run every recipe.
+.PHONY: setup-apps
+setup-apps: setup
+	$(PY) -m magnet.experiments.apps install
 
 # The fuzz tests of `make test` at 100x the examples (about 10 minutes), then
 # tcpdump's regression captures; MAGNET_FUZZ_EXAMPLES sets the count.

@@ -1,0 +1,93 @@
+"""The suite of real applications (experiments/apps/): every recipe's server becomes ready
+in its namespace, the cheap ones do their work across an emulated path, a missing package
+is named in one line, and nothing of a run is left running afterwards."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from magnet.experiments.apps import KINDS, RECIPES, Commands, Package, RecipeError, run
+from magnet.experiments.apps.http_python import HttpPython
+from magnet.replay import linkem
+from magnet.replay.scenario import Path as NetPath
+
+from .conftest import require, require_root
+
+PATH = NetPath(rate_bps=20_000_000, delay_ns=5_000_000)
+CHEAP = ["http-python", "nginx-bulk", "redis-benchmark"]
+
+
+@pytest.fixture
+def namespaces():
+    require_root()
+    why = linkem.unavailable()
+    require(why is None, f"emulated path: {why}")
+
+
+def ready(recipe) -> None:
+    why = recipe.missing()
+    require(why is None, f"{why} (make setup-apps)")
+
+
+def processes_in(inodes) -> list[int]:
+    """Processes still in the network namespaces with these inodes."""
+    left = []
+    for ns in Path("/proc").glob("[0-9]*/ns/net"):
+        try:
+            if os.stat(ns).st_ino in inodes:
+                left.append(int(ns.parent.parent.name))
+        except OSError:
+            pass
+    return left
+
+
+def test_the_suite_covers_every_kind():
+    assert len(RECIPES) >= 6
+    assert {r.kind for r in RECIPES.values()} == set(KINDS)
+    for recipe in RECIPES.values():
+        assert recipe.packages and all(os.path.isabs(p.program) for p in recipe.packages), recipe.name
+        assert 0 < recipe.slow_path_s <= 60, recipe.name        # tens of seconds at 200 ms, 2 Mbit/s
+
+
+class Absent(HttpPython):
+    name = "absent"
+    packages = (Package("magnet-no-such-package", "/usr/bin/magnet-no-such-program"),)
+
+
+def test_a_missing_program_is_named_with_its_package(tmp_path):
+    line = Absent().missing()
+    assert line == ("absent: magnet-no-such-program not installed (Debian: apt-get install "
+                    "magnet-no-such-package; or make setup-apps)")
+    with pytest.raises(RecipeError, match="magnet-no-such-program not installed"):
+        run.run(Absent(), PATH, tmp_path)
+    assert not list(tmp_path.iterdir())                 # refused before writing anything
+
+
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_every_server_becomes_ready_and_is_ended(name, namespaces, tmp_path):
+    recipe = RECIPES[name]
+    ready(recipe)
+    commands = recipe.prepare(tmp_path)
+    idle = Commands(commands.server, ["true"], commands.port, commands.files)
+    outcome = run.execute(idle, PATH, tmp_path, name)
+    assert outcome.client.returncode == 0
+    assert not processes_in(set(outcome.namespaces.values()))
+
+
+def test_a_server_that_never_listens_is_reported(namespaces, tmp_path):
+    broken = Commands(["sh", "-c", "echo 'bad config line 3' >&2; exit 1"], ["true"], 9)
+    with pytest.raises(RecipeError, match=r"exited with status 1 before listening on port 9: bad config line 3"):
+        run.execute(broken, PATH, tmp_path, "broken")
+
+
+@pytest.mark.parametrize("name", CHEAP)
+def test_cheap_applications_do_their_work_across_a_path(name, namespaces, tmp_path):
+    recipe = RECIPES[name]
+    ready(recipe)
+    result = run.run(recipe, PATH, tmp_path)
+    assert result.work and result.seconds > 0
+    assert set(result.versions) == {p.name for p in recipe.packages}
+    assert all(v != "unknown" for v in result.versions.values()), result.versions
+    assert not processes_in(set(result.namespaces.values()))
