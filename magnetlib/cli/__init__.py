@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from importlib.metadata import entry_points
 
+from .. import signals
 from ..errors import TraceError
 
 COMMAND_GROUP = "magnet.commands"
@@ -30,6 +30,7 @@ class Parser(argparse.ArgumentParser):
 
 def registrations() -> list:
     """The register functions of every installed layer, lowest layer first."""
+    from importlib.metadata import entry_points
     found = sorted(entry_points(group=COMMAND_GROUP),
                    key=lambda ep: (ORDER.index(ep.name) if ep.name in ORDER else len(ORDER), ep.name))
     return [ep.load() for ep in found]
@@ -49,10 +50,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Signals are recorded from here on (magnetlib.signals): one that comes while
+    magnet loads is kept.  A command whose parser sets honours_signals checks for
+    them itself; the others run with the handlers magnet started with."""
+    try:
+        with signals.honoured():
+            args = build_parser().parse_args(argv)
+            if getattr(args, "honours_signals", False):
+                return run(args)
+            with signals.suspended():
+                return run(args)
+    except KeyboardInterrupt:
+        print("magnet: interrupted", file=sys.stderr)
+        return 130
+
+
+def run(args) -> int:
+    """The command, its errors as one line and an exit status."""
     from .common import Status
     from ..scan import keep_freed_memory
-    parser = build_parser()
-    args = parser.parse_args(argv)
     Status.code = 0
     keep_freed_memory()
     try:
@@ -75,9 +91,6 @@ def main(argv: list[str] | None = None) -> int:
         extra = "library" if args.command == "library" else extra
         print(f"magnet: this command needs {e.name}: pip install 'magnet[{extra}]'", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("magnet: interrupted", file=sys.stderr)
-        return 130
     except Exception as e:              # a bug of ours, not bad input: say so in one line
         if os.environ.get("MAGNET_DEBUG"):
             raise
