@@ -290,15 +290,21 @@ def build(paths: list[str], after_within_ns: int = AFTER_WITHIN_NS) -> AppDemand
         raise TraceError(" ".join(map(str, paths)), "give one trace, or a client's and a server's")
     traces = [Trace(p) for p in paths]
     try:
-        s = load(traces)
+        return of_traces(traces, " and ".join(map(str, paths)), after_within_ns)
     finally:
         for t in traces:
             t.close()
-    where = " and ".join(map(str, paths))
+
+
+def of_traces(traces: list, where: str, after_within_ns: int = AFTER_WITHIN_NS) -> AppDemand:
+    """build() of open traces (a client's and a server's, or one), `where` naming them in errors.
+    Anything with the part of Trace's interface that load() reads will do (a library's
+    stored records: magnetlib.library.stored)."""
+    s = load(traces)
     if not len(s):
         raise TraceError(where, "no connection: no socket calls (SOCK_SEND/SOCK_RECV) and no SYN "
                                 "(capture the socket layer)")
-    conns, notes = pair(s, len(paths) == 2)
+    conns, notes = pair(s, len(traces) == 2)
     demand = assemble(s, conns, after_within_ns)
     demand.notes = s.notes + notes + demand.notes
     if not all(s.flags_known):

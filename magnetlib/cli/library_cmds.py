@@ -24,6 +24,9 @@ def register(sub) -> None:
     p.add_argument("--library", required=True, metavar="DIR", help="the library (created if missing)")
     p.add_argument("--app", metavar="NAME", help="the application these traces record (default: the "
                                                  "trace's capture filter, else the process id, else unknown)")
+    p.add_argument("--path", metavar="NAME", dest="network_path",
+                   help="the network path these traces were captured across, e.g. 60ms-10Mbps "
+                        "(the catalogues' path column; default empty)")
     p.set_defaults(func=cmd_add)
 
     p = cmds.add_parser("list", help="the catalogue: traces (default) or streams")
@@ -55,6 +58,10 @@ def register(sub) -> None:
     p = cmds.add_parser("export-demand", help="the selected streams as a demand set for the replayers")
     _export_args(p, "OUTDIR")
     p.add_argument("--format", choices=["csv", "parquet", "magnet"], default="csv")
+    p.add_argument("--all", action="store_true", dest="whole",
+                   help="whole-application demands (docs/app-demand.md): every connection of each "
+                        "capture, a magnet path capture's two traces together, one file per capture "
+                        "(traces with a stream --where selects)")
     p.set_defaults(func=cmd_export_demand)
 
     p = cmds.add_parser("export-tmix", help="the selected streams as Tmix connection vectors")
@@ -116,7 +123,7 @@ def cmd_add(args) -> int:
                  "the whole records before it were imported")
             Status.code = 2
 
-    lib.add(args.traces, application=args.app, progress=report)
+    lib.add(args.traces, application=args.app, progress=report, network_path=args.network_path)
     return 0
 
 
@@ -127,7 +134,7 @@ def cmd_list(args) -> int:
         return 0
     frame = lib.traces()
     if args.output is None and not frame.empty:
-        frame = frame[["trace", "host", "application", "start_time", "records", "streams", "lost",
+        frame = frame[["trace", "host", "application", "path", "start_time", "records", "streams", "lost",
                        "sock_send_bytes", "sock_recv_bytes", "source"]]
     emit(frame, args.output)
     return 0
@@ -156,6 +163,17 @@ def cmd_analysis(args) -> int:
 def cmd_export_demand(args) -> int:
     from ..library import export
     lib = _library(args.library)
+    if args.whole:
+        if args.layer != "sock":
+            from ..errors import TraceError
+            raise TraceError("--layer", "a whole-application demand is built from the socket layer "
+                                        "and the device's TCP flags: --all takes no --layer")
+        done = export.export_app_demand(lib.layout, args.output, args.where, args.format)
+        print(f"{done.path}: {done.streams} connections as whole-application demands and index.csv "
+              f"({done.calls} sends, {done.bytes} bytes)", file=sys.stderr)
+        for note in done.notes:
+            warn(f"{done.path}: {note}")
+        return 0
     done = export.export_demand(lib.layout, args.output, args.where, args.format, args.layer)
     _report_export(done, "demand files and index.csv")
     return 0

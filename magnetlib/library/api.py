@@ -26,16 +26,18 @@ class Library:
         return cls(path, create=True)
 
     # ---------------------------------------------------------- writing ---
-    def add(self, paths, application: str | None = None, progress=None) -> list[importer.Added]:
+    def add(self, paths, application: str | None = None, progress=None,
+            network_path: str | None = None) -> list[importer.Added]:
         """Import traces; each is whole or absent, and one already present is skipped.
 
+        network_path names the path they were captured across (the `path` column);
         progress, if given, is called with each importer.Added as it finishes.
         """
         done = []
         with catalog.writer_lock(self.layout):
             catalog.cleanup(self.layout)
             for path in paths:
-                added = importer.import_trace(self.layout, os.fspath(path), application)
+                added = importer.import_trace(self.layout, os.fspath(path), application, network_path=network_path)
                 done.append(added)
                 if progress:
                     progress(added)

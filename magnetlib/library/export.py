@@ -92,21 +92,31 @@ def _staging(out: str) -> str:
 def export_demand(layout: Layout, out: str, where: str | None = None, fmt: str = "csv",
                   layer: str = "sock") -> Exported:
     """One demand file per selected stream, and index.csv; the directory appears when complete."""
+    result = Exported(out)
+
+    def entries():
+        for sc in stream_calls(layout, where, layer):
+            info, d = sc.info, sc.demand
+            rel = os.path.join(info["host"], f"{info['trace']}-{int(info['sockid']):x}.{fmt}")
+            yield rel, (lambda path, d=d: demand_mod.write_demand(d, path)), _index_row(rel, info, d)
+            result.streams, result.calls, result.bytes = result.streams + 1, result.calls + len(d), result.bytes + d.total_bytes
+    _demand_set(out, fmt, INDEX_COLUMNS, entries())
+    return result
+
+
+def _demand_set(out: str, fmt: str, columns: list[str], entries) -> None:
+    """Write each (relative name, write(path), index row) of `entries` and index.csv under a
+    staging directory, renamed to `out` when complete (removed on any failure)."""
     import pandas as pd
     if fmt not in DEMAND_FORMATS:
         raise TraceError(out, f"unknown demand format {fmt!r} (use one of {', '.join(DEMAND_FORMATS)})")
     tmp = _staging(out)
-    result, index = Exported(out), []
+    index = []
     try:
-        for sc in stream_calls(layout, where, layer):
-            info, d = sc.info, sc.demand
-            rel = os.path.join(info["host"], f"{info['trace']}-{int(info['sockid']):x}.{fmt}")
-            os.makedirs(os.path.join(tmp, info["host"]), exist_ok=True)
-            demand_mod.write_demand(d, os.path.join(tmp, rel))
-            index.append(_index_row(rel, info, d))
-            result.streams, result.calls, result.bytes = result.streams + 1, result.calls + len(d), result.bytes + d.total_bytes
-        columns = ["file", "host", "application", "trace", "sockid", "pid", "start_time", "start_ns",
-                   "calls", "bytes", "duration_s"]
+        for rel, write, row in entries:
+            os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
+            write(os.path.join(tmp, rel))
+            index.append(row)
         private.touch(os.path.join(tmp, "index.csv"))
         pd.DataFrame(index, columns=columns).to_csv(os.path.join(tmp, "index.csv"), index=False)
         if os.path.isdir(out):
@@ -115,7 +125,56 @@ def export_demand(layout: Layout, out: str, where: str | None = None, fmt: str =
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+INDEX_COLUMNS = ["file", "host", "application", "trace", "sockid", "pid", "start_time", "start_ns",
+                 "calls", "bytes", "duration_s"]
+
+
+# ------------------------------------------------- whole applications ---
+APP_INDEX_COLUMNS = ["file", "application", "path", "traces", "sources", "start_time", "connections",
+                     "opened_by_server", "client_bytes", "server_bytes", "duration_s"]
+
+
+def selected_traces(layout: Layout, where: str | None) -> list[dict]:
+    """Catalogue rows of the traces with a stream the condition selects (all without one)."""
+    cond = f"WHERE trace IN (SELECT trace FROM streams WHERE ({where}))" if where else ""
+    sql = f"SELECT * FROM traces {cond} ORDER BY first_ns, trace"
+    return query.run(query.connect(layout), sql, str(layout.root)).to_pylist()
+
+
+def export_app_demand(layout: Layout, out: str, where: str | None = None, fmt: str = "csv") -> Exported:
+    """The whole-application demand (magnetlib.connections) of each selected capture: a
+    client's and a server's trace of one `magnet path --capture` together, any other trace
+    alone; OUT/APPLICATION/NAME.ext and OUT/index.csv.  The directory appears when complete."""
+    from .. import app_demand, connections
+    from . import stored
+    result = Exported(out)
+
+    def entries():
+        for capture in stored.captures(selected_traces(layout, where)):
+            d = connections.of_traces(capture.open(layout), capture.name)
+            app = catalog.safe_label(capture.rows[0]["application"] or "unknown")
+            rel = os.path.join(app, f"{catalog.safe_label(os.path.basename(capture.name))}.{fmt}")
+            yield rel, (lambda path, d=d: app_demand.write(d, path)), _app_index_row(rel, capture, d)
+            sources = tuple(r["source"] for r in capture.rows)
+            result.notes += [note if note.startswith(sources) else f"{capture.name}: {note}" for note in d.notes]
+            result.streams += len(d.connections)
+            result.calls += int((d.event == app_demand.SEND).sum())
+            result.bytes += int(d.size.sum())
+    _demand_set(out, fmt, APP_INDEX_COLUMNS, entries())
     return result
+
+
+def _app_index_row(rel: str, capture, d) -> list:
+    from ..app_demand import CLIENT, OPEN, SERVER
+    first = capture.rows[0]
+    start = first.get("start_time")
+    opens = d.event == OPEN
+    return [rel, first["application"], first.get("path") or "", "+".join(r["trace"] for r in capture.rows),
+            " ".join(os.path.basename(r["source"]) for r in capture.rows),
+            "" if start is None else str(start), int(opens.sum()), int((d.side[opens] == SERVER).sum()),
+            d.sent_bytes(CLIENT), d.sent_bytes(SERVER), d.duration_ns / 1e9]
 
 
 def _index_row(rel: str, info: dict, d: demand_mod.Demand) -> list:

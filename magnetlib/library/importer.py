@@ -65,8 +65,9 @@ def host_label(trace: Trace) -> str:
 
 
 def import_trace(layout: Layout, path: str, application: str | None = None,
-                 chunk_records: int = CHUNK_RECORDS) -> Added:
-    """Add one trace to the library (the caller holds the writer lock)."""
+                 chunk_records: int = CHUNK_RECORDS, network_path: str | None = None) -> Added:
+    """Add one trace to the library (the caller holds the writer lock); `network_path` names
+    the path it was captured across (the catalogues' `path` column)."""
     t0 = time.perf_counter()
     tid, digest = content_id(path)
     if tid in catalog.committed(layout):
@@ -84,11 +85,11 @@ def import_trace(layout: Layout, path: str, application: str | None = None,
                     totals.add(cols)
                     writer.write(_table(cols, tid), cols["day"])
             label = application or trace.meta.filter
-            streams = totals.table(tid, host, label, clock.offset if clock.anchored else None)
+            streams = totals.table(tid, host, label, clock.offset if clock.anchored else None, network_path)
             Layout(staged).streams_dir.mkdir(parents=True, exist_ok=True)
             private.touch(Layout(staged).streams_file(tid))
             pq.write_table(streams, Layout(staged).streams_file(tid))
-            row = _trace_row(trace, tid, digest, path, host, application, clock, streams)
+            row = _trace_row(trace, tid, digest, path, host, application, clock, streams, network_path)
             catalog.commit(layout, staged, row)
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)     # not committed: nothing of it was moved
@@ -231,7 +232,8 @@ def _options(schema: pa.Schema) -> dict:
 
 
 def _trace_row(trace: Trace, tid: str, digest: str, path: str, host: str,
-               application: str | None, clock: _Clock, streams: pa.Table) -> pa.Table:
+               application: str | None, clock: _Clock, streams: pa.Table,
+               network_path: str | None = None) -> pa.Table:
     """The catalogue row of a trace: where it came from, its metadata, totals per event, loss."""
     m, s = trace.meta, trace.scan
     first, last = clock.first, clock.last
@@ -240,7 +242,7 @@ def _trace_row(trace: Trace, tid: str, digest: str, path: str, host: str,
         "trace": tid, "sha256": digest, "source": os.path.abspath(path),
         "imported_at": time.time_ns(),
         "host": host, "hostname": m.hostname, "host_id": m.host_id, "kernel": m.kernel,
-        "producer": m.producer, "filter": m.filter, "application": application,
+        "producer": m.producer, "filter": m.filter, "application": application, "path": network_path,
         "clock": m.clock_name, "clock_khz": m.clock_khz, "record_size": m.record_size,
         "byteorder": {"<": "little", ">": "big"}[trace.byteorder],
         "segment_index": m.segment_index, "records": s.records,

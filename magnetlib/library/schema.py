@@ -74,7 +74,7 @@ TRACE_SCHEMA = pa.schema(
     [(name, pa.string()) for name in ("trace", "sha256", "source")]
     + [("imported_at", TIME_TYPE)]
     + [(name, pa.string()) for name in ("host", "hostname")] + [("host_id", pa.uint64())]
-    + [(name, pa.string()) for name in ("kernel", "producer", "filter", "application", "clock")]
+    + [(name, pa.string()) for name in ("kernel", "producer", "filter", "application", "path", "clock")]
     + [("clock_khz", pa.int64()), ("record_size", pa.int64()), ("byteorder", pa.string()),
        ("segment_index", pa.uint64())]
     + [(name, pa.int64()) for name in ("records", "truncated_bytes", "streams", "first_ns", "last_ns")]
@@ -83,6 +83,7 @@ TRACE_SCHEMA = pa.schema(
 
 STREAM_SCHEMA = pa.schema(
     [("trace", pa.string()), ("host", pa.string()), ("sockid", pa.uint64()), ("application", pa.string()),
+     ("path", pa.string()),
      ("pid", pa.uint32()), ("first_ns", pa.int64()), ("last_ns", pa.int64()), ("first_time", TIME_TYPE),
      ("last_time", TIME_TYPE), ("top_layer", pa.string()), ("bytes", pa.int64())]
     + [(name, pa.int64()) for name in EVENT_COLUMNS]

@@ -65,10 +65,12 @@ class StreamTotals:
             self.addr.append((cols["sockid"][rows], cols["sport"][rows], cols["dport"][rows],
                               cols["saddr"][rows], cols["daddr"][rows]))
 
-    def table(self, tid: str, host: str, application: str | None, utc_offset: int | None) -> pa.Table:
+    def table(self, tid: str, host: str, application: str | None, utc_offset: int | None,
+              path: str | None = None) -> pa.Table:
         """One row per stream: ids, time range, per-event records/bytes, what ext data says.
 
-        utc_offset: ns to add to the trace's ns for Unix time (None: the trace has no anchor)."""
+        utc_offset: ns to add to the trace's ns for Unix time (None: the trace has no anchor);
+        path: the network path the trace was captured across (a name given at import)."""
         import pandas as pd
         frame = _pivot(self.parts)
         frame.insert(0, "trace", tid)
@@ -79,6 +81,7 @@ class StreamTotals:
             for col in ("pid", "sport", "dport", "saddr", "daddr", "mss", "min_srtt_us", "max_snd_wnd", "max_rcv_wnd"):
                 frame[col] = pd.NA
         frame["application"] = _applications(frame, application)
+        frame["path"] = path
         top = np.full(len(frame), None, object)
         nbytes = np.zeros(len(frame), np.int64)
         for layer in reversed(TOP_LAYERS):          # the highest layer with records wins
