@@ -184,6 +184,13 @@ def _check_waits(d: AppDemand, refuse) -> None:
     bad = np.zeros(len(d), bool)
     bad[order[1:][back]] = True
     refuse(bad, "wait_bytes smaller than on this side's previous row")
+    ended = np.isin(d.event[order], [CLOSE, RESET])
+    count = np.cumsum(ended)
+    start = np.r_[True, ~same]
+    before = count - ended - np.maximum.accumulate(np.where(start, count - ended, 0))
+    late = np.zeros(len(d), bool)
+    late[order[before > 0]] = True
+    refuse(late, lambda i: f"{EVENTS[d.event[i]]} after the {SIDES[d.side[i]]}'s close")
 
 
 # ------------------------------------------------------------------- files ---

@@ -82,6 +82,55 @@ def bulk(total_bytes: int = 64 << 20, write_bytes: int = 65536, duration_s: floa
     return Demand.from_arrays(np.zeros(n, np.int64), np.full(n, write_bytes))
 
 
+def app_requests(connections: int = 1000, duration_s: float = 600.0, ramp_s: float = 10.0,
+                 request_bytes: int = 300, response_bytes: int = 8000, period_s: float = 1.0,
+                 server_think_s: float = 0.001, one_way_s: float = 0.001, seed: int = 0):
+    """A whole-application demand (magnetlib.app_demand) of request/response clients:
+    `connections` persistent connections opened over the first `ramp_s`, each sending a
+    request, after an exponential think time of mean `period_s` from reading the previous
+    response, until `duration_s`; the server answers each after `server_think_s`
+    (responses log-normal around `response_bytes`); the client closes 10 ms after its
+    last response, the server by default.  time_ns places each row as over a path of
+    `one_way_s` each way.  The benchmark's demand, for both engines."""
+    from .app_demand import CLIENT, CLOSE, OPEN, SEND, SERVER, AppDemand
+    rng = np.random.default_rng(seed)
+    most = int(duration_s / period_s * 1.5) + 10
+    opens = np.sort(rng.uniform(0, ramp_s, connections)) * NS
+    gaps = rng.exponential(period_s, (connections, most)) * NS
+    answer = int(server_think_s * NS)
+    size = np.clip(rng.lognormal(np.log(response_bytes), 0.5, (connections, most)), 64, 1 << 20).astype(np.int64)
+    turn = 2 * int(one_way_s * NS) + answer                 # request written to its response read
+    start = opens[:, None] + np.cumsum(gaps, axis=1) + np.arange(most) * turn
+    keep = start < duration_s * NS
+    conn = np.broadcast_to(np.arange(connections)[:, None], keep.shape)[keep]
+    j = np.broadcast_to(np.arange(most), keep.shape)[keep]
+    t_req = start[keep].astype(np.int64)
+    t_resp = t_req + int(one_way_s * NS) + answer
+    resp = size[keep]
+    before = np.cumsum(size * keep, axis=1) - size * keep            # responses before request j
+    n_req = keep.sum(axis=1)
+    last = np.flatnonzero(n_req)
+    close_t = t_resp[np.cumsum(n_req)[last] - 1] + int(one_way_s * NS) + 10_000_000
+    rows = {
+        "connection": np.r_[np.arange(connections), conn, conn, last] + 1,
+        "event": np.r_[np.full(connections, OPEN), np.full(2 * len(conn), SEND), np.full(len(last), CLOSE)],
+        "side": np.r_[np.full(connections + len(conn), CLIENT), np.full(len(conn), SERVER),
+                      np.full(len(last), CLIENT)],
+        "time_ns": np.r_[opens.astype(np.int64), t_req, t_resp, close_t],
+        "size": np.r_[np.zeros(connections, np.int64), np.full(len(conn), request_bytes), resp,
+                      np.zeros(len(last), np.int64)],
+        "adu": np.r_[np.full(connections, -1), 2 * j, 2 * j + 1, np.full(len(last), -1)],
+        "wait_bytes": np.r_[np.zeros(connections, np.int64), before[keep], (j + 1) * request_bytes,
+                            (np.cumsum(size * keep, axis=1)[:, -1])[last]],
+        "think_ns": np.r_[np.zeros(connections, np.int64),
+                          np.where(j == 0, t_req - opens[conn].astype(np.int64), gaps[keep].astype(np.int64)),
+                          np.full(len(conn), answer), np.full(len(last), 10_000_000)],
+        "after": np.zeros(connections + 2 * len(conn) + len(last), np.int64),
+    }
+    order = np.lexsort((rows["event"] == CLOSE, rows["connection"], rows["time_ns"]))
+    return AppDemand.from_columns(**{name: values[order] for name, values in rows.items()})
+
+
 WORKLOADS = {"ftp": ftp, "ftp-slow": ftp_slow, "ftp-paper": ftp_paper, "ftp-variable": ftp_variable,
              "mp3": mp3, "bulk": bulk}
 

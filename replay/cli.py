@@ -238,7 +238,10 @@ def register_tcp(replayers) -> None:
                         "included (default: new data only)")
     g.add_argument("--no-rt", dest="realtime", action="store_false",
                    help="run the link emulators without SCHED_FIFO")
-    p.set_defaults(func=cmd_replay_tcp)
+    g.add_argument("--open-loop", action="store_true",
+                   help="a whole-application demand: every row at its time, waiting for nothing "
+                        "(docs/app-demand.md)")
+    p.set_defaults(func=cmd_replay_tcp, stacks=None)      # a whole application: one path
 
 
 def cmd_replay_tcp(args) -> int:
@@ -248,8 +251,14 @@ def cmd_replay_tcp(args) -> int:
 
 
 def _replay_tcp(args) -> int:
+    from magnetlib import app_demand
+
     from . import inputs, tcp
-    from .scenario import PATH_FLAGS, from_args
+    from .scenario import PATH_FLAGS, Scenario, from_args
+    whole = args.stream is None and app_demand.is_app_demand(args.demand)
+    if args.open_loop and not whole:
+        raise TraceError("--open-loop", "only for a whole-application demand (magnet demand --all)")
+    args.stacks = args.stacks or (1 if whole else Scenario().stacks)
     try:
         scenario = from_args(args)
         options = tcp.TcpOptions(capture=args.capture, loopback=args.loopback, pin=args.pin,
@@ -262,6 +271,8 @@ def _replay_tcp(args) -> int:
         if given or args.cross:
             raise TraceError((given or ["--cross"])[0], "--loopback emulates no path (127.0.0.1): drop "
                                                         "it, or run without --loopback (root)")
+    if whole:
+        return _replay_app(args, scenario, options)
     linux = tcp.prepare(scenario, options)
     demand = inputs.load_demand(args.demand, args.stream, args.duration, args.seed,
                                 directions="send" if args.send_only else "both")
@@ -272,6 +283,76 @@ def _replay_tcp(args) -> int:
     print(_pinning(options) + _demand_line(demand), flush=True)
     run = tcp.run_chain(demand, out, scenario, options, progress=lambda line: print(line, file=sys.stderr))
     _report_tcp(run, not args.no_plots)
+    return 0
+
+
+def _replay_app(args, scenario, options) -> int:
+    """Every connection of a whole-application demand at once over one path."""
+    from dataclasses import replace
+
+    from magnetlib import app_demand
+
+    from . import app_results, app_tcp, tcp
+    for flag, given in (("--send-only", args.send_only), ("--concurrent", args.concurrent),
+                        ("--all-segments", not args.new_data_only), ("--mode", args.mode != "offline")):
+        if given:
+            raise TraceError(flag, "not for a whole-application demand (every connection, both sides, "
+                                   "replayed at once over one path)")
+    if args.path_duplex is None:              # whole applications: the same link each way
+        scenario = scenario.replace(path=tuple(replace(p, duplex=True) for p in scenario.path))
+    app_tcp.check(scenario, options)
+    linux = tcp.prepare(scenario, options)
+    demand = app_demand.read(args.demand)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    print(tcp.describe(scenario, options, linux), flush=True)
+    print(_pinning(options) + f"  demand: {demand.summary()}", flush=True)
+    run = app_tcp.run(demand, out, scenario, options, open_loop=args.open_loop,
+                      progress=lambda line: print(line, file=sys.stderr))
+    return _report_app(run, not args.no_plots)
+
+
+def _report_app(run, plots: bool) -> int:
+    from . import app_results, report
+    out = run.out_dir
+    files = [out / "connections.csv", out / "adus.csv"]
+    for direction, label in (("send", "client -> server"), ("recv", "server -> client")):
+        series = run.series[direction]
+        if not len(series[0][1]):
+            continue
+        print(f"\n{label}:")
+        if direction == "send":
+            table, written = report.write_report(series, out, plots=plots)
+            files += written
+        else:
+            table = report.stack_table(series)
+            files.append(report.write_csv(table, out / "table-response.csv"))
+        print(report.format_table(table))
+    conns = run.connections
+    ok = conns["status"] == "ok"
+    print(f"\n{int(ok.sum())} of {len(conns)} connections complete; duration p50 "
+          f"{conns['duration_s'].median():.3f} s, last completion {conns['completion_s'].max():.3f} s")
+    for side in ("server", "client"):
+        answers = run.adus["response_s"][run.adus["side"] == side].dropna()
+        if len(answers):
+            print(f"{len(answers)} {side} ADUs answering the other side's: response p50 "
+                  f"{answers.median() * 1e3:.2f} ms, p99 {answers.quantile(0.99) * 1e3:.2f} ms")
+    for side, timing in run.timing.items():
+        print(app_results.timing_line(side, timing))
+    for note in run.notes:
+        print(f"note: {note}")
+    print(f"note: wire recorded by {_METHODS[run.method]}" if run.method == "bpf" else
+          "note: no capture: each direction's wire row is what the other side read")
+    summary = out / "summary.json"
+    summary.write_text(json.dumps(run.summary(), indent=1, default=_plain) + "\n")
+    print(f"\nwrote {', '.join(str(p) for p in [*run.traces.values(), *files, summary])}")
+    if run.failed:
+        first = list(run.failed.items())[:3]
+        print(f"magnet: {len(run.failed)} of {len(conns)} connections failed ("
+              + ", ".join(f"connection {k}: {why}" for k, why in first)
+              + (", ..." if len(run.failed) > 3 else "") + f"); see {out / 'connections.csv'}",
+              file=sys.stderr)
+        return 1
     return 0
 
 

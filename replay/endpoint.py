@@ -90,11 +90,11 @@ class Spill:
     """Rows of int64 appended to `rows` (a list), moved to a raw file every CHUNK rows
     by check(): what stays in memory is bounded whatever the count."""
 
-    def __init__(self, path: Path, width: int):
+    def __init__(self, path: Path, width: int, opened: bool = False):
         self.path, self.width = path, width
         self.rows: list = []
         self.count = 0
-        self.file = None
+        self.file = open(path, "wb") if opened else None     # opened: no open() needed later
 
     def check(self) -> None:
         if len(self.rows) >= CHUNK:
@@ -424,13 +424,18 @@ def parse_args(argv=None):
     p.add_argument("--record", required=True, type=_record_dir, help="where the record goes (a directory)")
     p.add_argument("--lead-ms", type=float, default=200.0,
                    help="time zero of the writes: this long after the connection is set up")
+    add_tcp_args(p)
+    return p.parse_args(argv)
+
+
+def add_tcp_args(p) -> None:
+    """The socket options every end of a replay takes (replay.linuxtcp's endpoint_args)."""
     p.add_argument("--mss", type=int)
     p.add_argument("--cc", help="congestion control (TCP_CONGESTION)")
     p.add_argument("--nodelay", action="store_true", help="TCP_NODELAY (Nagle off)")
     p.add_argument("--sndbuf", type=int)
     p.add_argument("--rcvbuf", type=int)
     p.add_argument("--read-size", type=int, default=READ_SIZE, help="bytes per recv() call")
-    return p.parse_args(argv)
 
 
 def main(argv=None) -> int:

@@ -67,7 +67,7 @@ class Pacer:
             while now < wake:
                 idle((wake - now) / 1e9)
                 now = now_ns()
-            self._learn(now - wake)
+            self.learn(now - wake)
         return now
 
     def wait(self, due: int, idle=time.sleep) -> int:
@@ -82,8 +82,9 @@ class Pacer:
         while now_ns() + CALIBRATION_SLEEP_NS < until:
             target = now_ns() + CALIBRATION_SLEEP_NS
             idle(CALIBRATION_SLEEP_NS / 1e9)
-            self._learn(max(now_ns() - target, 0))
+            self.learn(max(now_ns() - target, 0))
 
-    def _learn(self, late: int) -> None:
+    def learn(self, late: int) -> None:
+        """One wake-up that came `late` ns after it was asked for."""
         self.oversleep.append(late)
         self.margin = min(max(max(self.oversleep) + EXTRA_NS, MIN_MARGIN_NS), MAX_MARGIN_NS)

@@ -272,10 +272,10 @@ class Lab:
         return self.spawn(ns, cmd, self.procs, preexec)
 
     @staticmethod
-    def spawn(ns: str | None, cmd: list, group: list, preexec=None) -> subprocess.Popen:
+    def spawn(ns: str | None, cmd: list, group: list, preexec=None, **popen) -> subprocess.Popen:
         """A process of the run (dying with it), kept in `group` to be killed with it."""
         proc = netns.popen(ns, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           preexec_fn=preexec or (lambda: wire._die_with_parent(signal.SIGKILL)))
+                           preexec_fn=preexec or (lambda: wire._die_with_parent(signal.SIGKILL)), **popen)
         group.append(proc)
         return proc
 

@@ -263,6 +263,7 @@ OPEN_1 = "1,open,client,0,0,-1,0,0,0\n"
     (OPEN_1 + "1,send,client,5,10,0,0,,0\n", r"row 2: think_ns 'nan' is not a whole number"),
     (OPEN_1 + "1,send,server,5,10,0,0,0,0\n1,send,client,6,10,1,10,0,0\n1,send,client,7,10,1,5,0,0\n",
      r"row 4 \(connection 1\): wait_bytes smaller"),
+    (OPEN_1 + "1,close,client,5,0,-1,0,0,0\n1,send,client,6,10,0,0,0,0\n", r"row 3 \(connection 1\): send after the client's close"),
 ])
 def test_bad_tables_refused_in_one_line(tmp_path, body, problem):
     path = tmp_path / "d.csv"
