@@ -116,7 +116,7 @@ def _replay(lab: Lab, work: Work, demand: AppDemand, plans: dict, open_loop: boo
     ends = {"client": (where.left_ns, where.left_addr, where.right_addr),
             "server": (where.right_ns, where.right_addr, where.left_addr)}
     deadline_s = _deadline_s(demand, lab)
-    sessions = {side: lab.session([1], side) for side in SIDES}
+    sessions = {side: lab.session([1], side, side) for side in SIDES}
     with lab.capturing(sessions["client"]), lab.capturing(sessions["server"]), lab.crossing([1]):
         control = dict(zip(SIDES, socket.socketpair()))
         procs = {}

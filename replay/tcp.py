@@ -228,10 +228,11 @@ class Lab:
         return self.net.stop(k) if self.net else None
 
     # -- capture sessions
-    def session(self, stacks: list[int], name: str):
+    def session(self, stacks: list[int], name: str, side: str | None = None):
         """A capture of the given stacks (BPF, else tcpdump, else none), and the
-        delayed-ACK cap on the stacks' cgroup if the scenario sets one."""
-        session = self._capture_session(stacks, name)
+        delayed-ACK cap on the stacks' cgroup if the scenario sets one.  `side`: one side of
+        a whole application (wire.BpfSession)."""
+        session = self._capture_session(stacks, name, side)
         if self.linux.delack_max_ns is None:
             return session
         try:
@@ -241,11 +242,11 @@ class Lab:
             session.stop(complete=False)
             raise
 
-    def _capture_session(self, stacks: list[int], name: str):
+    def _capture_session(self, stacks: list[int], name: str, side: str | None = None):
         self.sessions += 1
         if self.method == "bpf":
             try:
-                return wire.BpfSession(self.out / f"{name}.magnet", f"{self.prefix}-{self.sessions}")
+                return wire.BpfSession(self.out / f"{name}.magnet", f"{self.prefix}-{self.sessions}", side)
             except capture.CaptureError as e:
                 if self.options.capture == "bpf":
                     raise ReplayError("BPF capture", str(e)) from None

@@ -83,10 +83,16 @@ class BpfSession:
     """magnet-read recording the processes of one cgroup into one trace."""
     method = "bpf"
 
-    def __init__(self, path: Path, cgroup_name: str):
+    def __init__(self, path: Path, cgroup_name: str, side: str | None = None):
+        """`side` (client, server): the trace of one side of a whole application, in the
+        form of `magnet path --capture` (its HOSTNAME the side's name)."""
         self.path = path
         self.cgroup = capture.make_cgroup(cgroup_name)
-        self.cap = capture.Capture(path, cgroup=self.cgroup, settings=capture.Settings(ext=True))
+        if side is None:
+            self.cap = capture.Capture(path, cgroup=self.cgroup, settings=capture.Settings(ext=True))
+        else:
+            from .path import SideCapture
+            self.cap = SideCapture(path, self.cgroup, side)
         try:
             self.cap.start()
         except BaseException as e:             # an interrupt too: the cgroup must not outlive us

@@ -3,8 +3,11 @@ requests, and a client that opens three overlapping connections (20 ms apart), e
 asking three times with 30 ms between an answer and the next request, then, after the
 last has closed, a fourth connection (it depends on the third).
 
-    python tests/app_three.py            # both ends on 127.0.0.1
+    python tests/app_three.py                # both ends on 127.0.0.1
+    python tests/app_three.py server PORT    # across `magnet path`: the server's side,
+    python tests/app_three.py client PORT    # and the client's ($MAGNET_SERVER)
 """
+import os
 import socket
 import sys
 import threading
@@ -46,22 +49,32 @@ def client(addr, delay: float, rounds: int = ROUNDS) -> None:
     sock.close()
 
 
-def main() -> int:
-    lsock = socket.socket()
-    lsock.bind(("127.0.0.1", 0))
-    lsock.listen(8)
-    server = threading.Thread(target=serve, args=(lsock, 4))
-    server.start()
-    addr = lsock.getsockname()
-    clients = [threading.Thread(target=client, args=(addr, 0.02 * i)) for i in range(3)]
-    for t in clients:
+def clients(addr) -> None:
+    threads = [threading.Thread(target=client, args=(addr, 0.02 * i)) for i in range(3)]
+    for t in threads:
         t.start()
-    for t in clients:
+    for t in threads:
         t.join()
     client(addr, 0.0, rounds=1)
+
+
+def main(argv: list[str]) -> int:
+    lsock = socket.socket()
+    if argv[:1] == ["client"]:
+        clients((os.environ["MAGNET_SERVER"], int(argv[1])))
+        return 0
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(("0.0.0.0", int(argv[1])) if argv[:1] == ["server"] else ("127.0.0.1", 0))
+    lsock.listen(8)
+    if argv[:1] == ["server"]:
+        serve(lsock, 4)
+        return 0
+    server = threading.Thread(target=serve, args=(lsock, 4))
+    server.start()
+    clients(lsock.getsockname())
     server.join()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

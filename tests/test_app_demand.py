@@ -279,3 +279,26 @@ def test_not_a_demand_file(tmp_path):
         app_demand.read(path)
     with pytest.raises(magnetlib.TraceError, match="unknown demand file type"):
         app_demand.read(tmp_path / "d.txt")
+
+
+def test_real_capture_with_both_ends_in_one_trace(tmp_path):
+    """The BPF capture of a local client and server (tests/app_three.py on 127.0.0.1): each
+    connection's two sockets paired by 4-tuple in the one trace, the client opening each."""
+    from .conftest import REPO, require, require_root
+    require_root()
+    from magnet.replay import wire
+    why = wire.bpf_unavailable()
+    require(why is None, f"BPF capture unavailable: {why}")
+    import sys
+    trace = tmp_path / "lo.magnet"
+    cap = run_magnet("capture", "-x", "-o", trace, "--", sys.executable, REPO / "tests" / "app_three.py")
+    assert cap.returncode == 0, cap.stderr_text
+    d = connections.build([str(trace)])
+    assert not d.notes, d.notes                               # nothing inferred, nothing paired by bytes
+    assert len(d.connections) == 4 and list(d.side[d.event == OPEN]) == [CLIENT] * 4
+    assert list(d.after[d.event == OPEN]) == [0, 0, 0, 3]
+    for number in (1, 2, 3):
+        assert list(rows(d, number, SERVER, SEND).size) == [20000] * 3
+        assert list(rows(d, number, SERVER, SEND).wait_bytes) == [300, 600, 900]
+        assert list(rows(d, number, event=CLOSE).side) == [CLIENT, SERVER]
+    assert (d.think_ns[(d.event == SEND) & (d.side == SERVER)] >= 5 * MS).all()

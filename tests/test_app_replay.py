@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import magnetlib
+
 from magnetlib import app_demand, connections, synth
 from magnetlib.app_demand import CLIENT, OPEN, SEND, SERVER
 from magnet.replay import app_tcp, linkem, tcp, wire
@@ -162,35 +164,39 @@ def test_connections_that_cannot_open_fail_the_run(tmp_path):
 
 
 # ------------------------------------------------------------- namespaces ---
-def test_real_capture_replayed_over_a_path(tmp_path, bpf_namespaces):
+def test_real_application_across_magnet_path_replayed(tmp_path, bpf_namespaces):
     """A real application (tests/app_three.py: three overlapping connections, then one after
-    them) captured by the BPF capture becomes a whole-application demand; `magnet replay tcp`
-    replays all four over a 20 Mbit/s, 5 ms path; the replay's own captures (client.magnet,
-    server.magnet) give back the same connections: opens at their offsets within 1 ms,
-    every answer after its whole request and every request after the whole previous answer
-    (the same wait_bytes), no row earlier than its think time."""
-    trace = tmp_path / "app.magnet"
-    cap = run_magnet("capture", "-x", "-o", trace, "--", sys.executable, REPO / "tests" / "app_three.py")
-    assert cap.returncode == 0, cap.stderr_text
-    demand_path = tmp_path / "app.csv"
-    built = run_magnet("demand", trace, "--all", "-o", demand_path)
+    them) run across `magnet path --capture T` gives T.client.magnet and T.server.magnet; they
+    become a whole-application demand (each side's think times its own); `magnet replay tcp`
+    replays all four over the same kind of path; the replay's own captures (client.magnet,
+    server.magnet, HOSTNAME client and server) give back the same connections: opens at
+    their offsets within 1 ms, every answer after its whole request and every request after
+    the whole previous answer (the same wait_bytes), no row earlier than its think time."""
+    app = [sys.executable, str(REPO / "tests" / "app_three.py")]
+    path = ["--rate", "20Mbps", "--delay", "5ms"]
+    ran = run_magnet("path", *path, "--capture", tmp_path / "T", "--server", " ".join(app + ["server", "9000"]),
+                     "--ready", "9000", "--", *app, "client", "9000")
+    assert ran.returncode == 0, ran.stderr_text
+    built = run_magnet("demand", tmp_path / "T", "--all", "-o", tmp_path / "app.csv")
     assert built.returncode == 0, built.stderr_text
-    d = app_demand.read(demand_path)
+    d = app_demand.read(tmp_path / "app.csv")
     assert len(d.connections) == 4 and list(d.after[d.event == OPEN]) == [0, 0, 0, 3]
+    server_thinks = d.think_ns[(d.event == SEND) & (d.side == SERVER)]
+    assert (server_thinks >= 5 * MS).all() and (server_thinks < 8 * MS).all()     # its own, no RTT
 
     def attempt(k):
         out = tmp_path / f"out{k}"
-        proc = run_magnet("replay", "tcp", demand_path, "--rate", "20Mbps", "--delay", "5ms",
-                          "--no-plots", "-o", out)
+        proc = run_magnet("replay", "tcp", tmp_path / "app.csv", *path, "--no-plots", "-o", out)
         assert proc.returncode == 0, proc.stderr_text
         assert "duplex" in proc.stdout_text
         table = pd.read_csv(out / "connections.csv")
         assert list(table["status"]) == ["ok"] * 4
+        for side in ("client", "server"):
+            assert magnetlib.open(out / f"{side}.magnet").meta.hostname == side
         again = connections.build([str(out / "client.magnet"), str(out / "server.magnet")])
         assert len(again.connections) == 4
         for side in (CLIENT, SERVER):
-            mine, theirs = [x.part((x.event == SEND) & (x.side == side)) for x in (d, again)]
-            mine, theirs = _by_connection(mine), _by_connection(theirs)
+            mine, theirs = [_by_connection(x.part((x.event == SEND) & (x.side == side))) for x in (d, again)]
             assert np.array_equal(mine.size, theirs.size)
             assert np.array_equal(mine.wait_bytes, theirs.wait_bytes)
             assert (theirs.think_ns >= mine.think_ns - 200_000).all()
