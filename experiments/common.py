@@ -20,8 +20,12 @@ import datetime as dt
 import os
 import platform
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,7 +42,7 @@ def default_out(name: str) -> Path:
     current directory, never inside the installed package.  The runs committed with
     the repository are made with --out experiments/results/NAME."""
     return Path.cwd() / "magnet-results" / name
-STUDIES = ("multistack", "modmap", "overhead", "loss", "traces", "sndbuf", "sched")
+STUDIES = ("multistack", "modmap", "overhead", "loss", "traces", "sndbuf", "sched", "fidelity")
 
 
 def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
@@ -50,6 +54,15 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
                    help=f"results directory (default ./magnet-results/{name})")
     p.add_argument("--seed", type=int, default=1, help="first random seed (default 1)")
     return p
+
+
+def choices(p: argparse.ArgumentParser, option: str, text: str, known) -> list[str]:
+    """The comma-separated names of `text`, each one of `known` (else a usage error naming them)."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        p.error(f"{option} {text!r}: use {', '.join(known)}")
+    return names
 
 
 def parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
@@ -177,6 +190,25 @@ class Results:
         path = self.dir / "README.md"
         path.write_text("\n".join(lines) + "\n")
         return path
+
+
+@contextmanager
+def workspace(args: argparse.Namespace, prefix: str):
+    """The study's work directory: --work, else a temporary one removed at the end; SIGTERM
+    is a KeyboardInterrupt meanwhile, so an ended study cleans up as after Ctrl-C."""
+    work = args.work or Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield work
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def gate(ok: bool, why: str) -> None:

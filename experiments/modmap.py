@@ -170,21 +170,13 @@ def options(argv):
                    help="the file vsftpd sends (default 4MB)")
     p.add_argument("--work", type=Path, help="keep every run's traces here (default: a temporary directory)")
     args = common.parse(p, argv)
-    args.engines = _names(p, "--engines", args.engines, engines.ENGINES)
+    args.engines = common.choices(p, "--engines", args.engines, engines.ENGINES)
     names = [s.name for s in SETTINGS]
-    args.settings = _names(p, "--settings", args.settings or ",".join(QUICK_SETTINGS if args.quick else names), names)
-    args.workloads = _names(p, "--workloads", args.workloads, WORKLOADS)
+    args.settings = common.choices(p, "--settings", args.settings or ",".join(QUICK_SETTINGS if args.quick else names), names)
+    args.workloads = common.choices(p, "--workloads", args.workloads, WORKLOADS)
     args.duration = args.duration or (5.0 if args.quick else 15.0)
     args.base_runs = args.base_runs or (1 if args.quick else 3)
     return args
-
-
-def _names(p, option: str, text: str, known) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        p.error(f"{option} {text!r}: use {', '.join(known)}")
-    return names
 
 
 def plan(args) -> list[tuple[int, Setting, str, str]]:

@@ -240,19 +240,11 @@ def options(argv):
                                              "directory, removed)")
     args = common.parse(p, argv)
     args.runs = args.runs or (1 if args.quick else 3)
-    args.cases = _names(p, "--cases", args.cases, CASES)
-    args.engines = _names(p, "--engines", args.engines, {engine for engine, _ in CONFIGS})
+    args.cases = common.choices(p, "--cases", args.cases, CASES)
+    args.engines = common.choices(p, "--engines", args.engines, sorted({engine for engine, _ in CONFIGS}))
     if args.runs < 1 or args.stacks < 1:
         p.error("--runs and --stacks: at least 1")
     return args
-
-
-def _names(p, option: str, text: str, known) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in known]
-    if unknown or not names:
-        p.error(f"{option} {text!r}: use {', '.join(sorted(known))}")
-    return names
 
 
 def plan(args) -> tuple[list, list[str]]:

@@ -103,7 +103,8 @@ def _load_one(trace: Trace, index: int) -> dict:
     if flag_pos is None:
         flag_pos = np.zeros(0, np.int64)
     fsid, fev = trace.column_at("sockid", flag_pos), trace.column_at("event", flag_pos)
-    fns, flags = trace.ns_at(flag_pos), trace.column_at("tcp_flags", flag_pos)
+    fns = trace.ns_at(flag_pos)
+    flags = trace.column_at("tcp_flags", flag_pos) if flags_known else np.zeros(0, np.uint8)
     opening = (fev == Event.DEV_SEND) & ((flags & SYN) != 0)
     ids = np.unique(np.r_[sid[sid != 0], fsid[opening & (fsid != 0)]])
     n = len(ids)

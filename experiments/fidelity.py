@@ -1,0 +1,442 @@
+"""Study: fidelity.  Does replaying an application's demand predict what the real
+application does on another path, and how far does a tcpdump-driven replay stay?
+
+    magnet experiment fidelity [--quick] [--out DIR] [--apps NAME,...] [--paths NAME,...]
+                               [--runs 3] [--predictors NAME,...] [--jobs 2] [--work DIR]
+
+For each application of the suite (experiments/apps/):
+
+1. **Source.**  It runs once across `magnet path --capture` on path A (100 Mbit/s,
+   2 ms RTT), with tcpdump on the client's device (the TUN device linkem gives the
+   client's namespace: a measurement point next to the client, where a tcpdump on the
+   client host would be).
+2. **Ground truth.**  It runs --runs times (3) across each path B, captured the same
+   way; its run-to-run spread is the floor.
+3. **Predictions of each path B from path A's capture alone**, replayed across B:
+   `demand-tcp` and `demand-ns3`: the whole-application demand (`magnet demand --all`
+   of both sides' traces) replayed by `magnet replay tcp` and `magnet replay ns3`;
+   `wire-adu-tcp` and `wire-adu-ns3`: the tcpdump pcap's connections regrouped into
+   ADUs as Tmix does (magnetlib.wire_demand), replayed the same way; `wire-open-tcp`
+   and `wire-open-ns3`: every data segment of the pcap written at its time
+   (`--open-loop`), as a packet replayer would.
+4. **Metrics** (magnetlib.app_metrics, one reader for every source): KS of data-segment
+   sizes and gaps per direction, per-connection completion-time error (median, p90),
+   response-time KS and median error, throughput error in 100 ms bins, bytes per
+   connection; each prediction against each truth run, each truth run against the others.
+
+Real-time runs (the application, `magnet replay tcp`) run one at a time, each path's
+truth runs interleaved with its real-TCP predictions; the ns-3 replays run afterwards,
+--jobs at once, with nothing real-time running.  Results in --out (default
+./magnet-results/fidelity): fidelity.csv (a row per application, path, predictor and
+run), summary.csv (medians, the floor, the targets), runs.csv (every run: its status
+and time), README.md (a table per application, the heat map, CDFs, the findings) and
+the figures.  --quick: three applications on one path, under ten minutes.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from magnetlib import app_demand, app_metrics, connections, knobs, wire_demand
+from magnetlib.errors import TraceError
+
+from . import common
+
+# ------------------------------------------------------------------ paths ---
+@dataclass(frozen=True)
+class Site:
+    """A path the applications run across: its name, its flags (those of `magnet path` and
+    `magnet replay`, duplex: the same link each way), and what it is."""
+    name: str
+    flags: str
+    title: str
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.flags.split(), "--duplex", "on"]
+
+    def scenario(self):
+        """The Scenario of `magnet path` these flags describe (one stack)."""
+        from magnet.replay import scenario
+        p = argparse.ArgumentParser()
+        scenario.add_arguments(p, chain=False)
+        s = scenario.from_args(p.parse_args(self.argv))
+        return s.replace(stacks=1)
+
+
+SOURCE = Site("A", "--rate 100Mbps --delay 1ms", "100 Mbit/s, 2 ms RTT")
+TARGETS = [Site("60ms-10M", "--rate 10Mbps --delay 30ms", "10 Mbit/s, 60 ms RTT"),
+           Site("200ms-2M", "--rate 2Mbps --delay 100ms", "2 Mbit/s, 200 ms RTT"),
+           Site("30ms-20M-loss", "--rate 20Mbps --delay 15ms --loss 1%", "20 Mbit/s, 30 ms RTT, 1 % loss"),
+           Site("60ms-20M-cross", "--rate 20Mbps --delay 30ms --cross tcp:4",
+                "20 Mbit/s, 60 ms RTT, 4 competing TCP flows each way")]
+SITES = {s.name: s for s in TARGETS}
+
+
+# ------------------------------------------------------------- predictors ---
+@dataclass(frozen=True)
+class Predictor:
+    name: str
+    engine: str                  # tcp or ns3 (`magnet replay ENGINE`)
+    demand: str                  # which demand of the source: demand, wire-adu, wire-open
+    open_loop: bool = False
+
+
+PREDICTORS = {p.name: p for p in (
+    Predictor("demand-tcp", "tcp", "demand"), Predictor("demand-ns3", "ns3", "demand"),
+    Predictor("wire-adu-tcp", "tcp", "wire-adu"), Predictor("wire-adu-ns3", "ns3", "wire-adu"),
+    Predictor("wire-open-tcp", "tcp", "wire-open", True), Predictor("wire-open-ns3", "ns3", "wire-open", True))}
+QUICK_APPS = ["http-python", "redis-paced", "h2load-h2"]
+CLIENT_TIMEOUT_S = 300
+REPLAY_TIMEOUT_S = 600
+
+
+# ------------------------------------------------------------------- runs ---
+@dataclass
+class Run:
+    """One run of the study: the source, a truth run or a prediction."""
+    app: str
+    site: str                    # "A" for the source
+    kind: str                    # source, truth, or a predictor's name
+    run: int
+    dir: Path
+    status: str = "pending"      # ok, or why not
+    seconds: float = float("nan")
+    note: str = ""
+
+    @property
+    def traces(self) -> tuple[Path, Path]:
+        """(client, server) traces, in the form every source writes."""
+        if self.kind in ("source", "truth"):
+            return self.dir / "t.client.magnet", self.dir / "t.server.magnet"
+        return self.dir / "client.magnet", self.dir / "server.magnet"
+
+    def label(self) -> str:
+        return f"{self.app} {self.kind}{'' if self.kind == 'source' else f' on {self.site}'}" + \
+            (f" #{self.run}" if self.kind == "truth" else "")
+
+
+def magnet_command() -> list[str]:
+    """The `magnet` of this Python (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "magnet"
+    return [str(beside)] if beside.exists() else ["magnet"]
+
+
+def client_script(client: list[str], pcap: Path | None, log: Path) -> list[str]:
+    """The client command, bounded in time; with `pcap`, under tcpdump on the client's one
+    device (started before it, stopped once the closing handshakes are through)."""
+    run = f"timeout {CLIENT_TIMEOUT_S} {shlex.join(client)}"
+    if pcap is None:
+        return ["sh", "-c", run]
+    return ["sh", "-c", f"""dev=$(ls /sys/class/net | grep -vx lo | head -1)
+tcpdump -i "$dev" -s 128 -U -n --immediate-mode -Z root --time-stamp-precision=nano -w {shlex.quote(str(pcap))} \
+ 2> {shlex.quote(str(log))} & td=$!
+until grep -q listening {shlex.quote(str(log))}; do kill -0 $td 2>/dev/null || exit 125; sleep 0.01; done
+{run}; status=$?
+sleep 0.3; kill -INT $td; wait $td || exit 125
+exit $status"""]
+
+
+def run_app(run: Run, recipe, commands, site: Site, pcap: bool = False) -> None:
+    """The application across `site` with both sides captured (and tcpdump for the source)."""
+    from magnet.replay import path
+    run.dir.mkdir(parents=True, exist_ok=True)
+    out, log = run.dir / "client.out", run.dir / "path.log"
+    started = time.monotonic()
+    with open(out, "w") as stdout, open(run.dir / "client.err", "w") as stderr, open(log, "w") as said:
+        try:
+            result = path.run(site.scenario(), client_script(commands.client, run.dir / "a.pcap" if pcap else None,
+                                                              run.dir / "tcpdump.log"),
+                              server_cmd=shlex.join(commands.server), ready_port=commands.port,
+                              capture=str(run.dir / "t"), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                              client_user="root", server_user="root", say=lambda line: print(line, file=said))
+        except path.PathError as e:
+            run.status = f"magnet path: {e}"
+            return
+        except path.Interrupted:
+            raise KeyboardInterrupt from None
+    run.seconds = time.monotonic() - started
+    if result.status:
+        run.status = f"the client exited with status {result.status}" + (
+            " (tcpdump failed)" if result.status == 125 else "")
+        return
+    try:
+        run.note = str(recipe.verify(out.read_text(), commands))
+    except TraceError as e:
+        run.status = str(e)
+        return
+    run.status = "ok"
+
+
+def replay_options(engine: str) -> list[str]:
+    """Engine options the study sets: ns-3's Linux TCP profile where it has one (the
+    truth is Linux's TCP)."""
+    if engine != "ns3":
+        return []
+    text = subprocess.run([*magnet_command(), "replay", "ns3", "--help"], capture_output=True, text=True).stdout
+    return ["--tcp-model", "linux"] if "--tcp-model" in text else []
+
+
+def replay_unavailable(engine: str) -> str | None:
+    """Why `magnet replay ENGINE` cannot replay a whole-application demand here (None: it can)."""
+    from magnet.replay import engines
+    why = engines.unavailable("ns-3" if engine == "ns3" else "tcp")
+    if why:
+        return why
+    text = subprocess.run([*magnet_command(), "replay", engine, "--help"], capture_output=True, text=True).stdout
+    if "--open-loop" not in text:
+        return f"magnet replay {engine} does not replay a whole-application demand (no --open-loop) in this checkout"
+    return None
+
+
+def run_replay(run: Run, demand: Path, site: Site, predictor: Predictor, extra: list[str]) -> None:
+    """`magnet replay ENGINE DEMAND -o DIR` across `site`."""
+    run.dir.mkdir(parents=True, exist_ok=True)
+    cmd = [*magnet_command(), "replay", predictor.engine, str(demand), "-o", str(run.dir), *site.argv,
+           *(["--open-loop"] if predictor.open_loop else []), *extra]
+    started = time.monotonic()
+    with open(run.dir / "replay.log", "w") as log:
+        print("$ " + shlex.join(cmd), file=log, flush=True)
+        try:
+            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  timeout=REPLAY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            run.status = f"no result after {REPLAY_TIMEOUT_S} s"
+            return
+    run.seconds = time.monotonic() - started
+    if proc.returncode:
+        run.status = f"magnet replay {predictor.engine} failed: {last_line(run.dir / 'replay.log')}"
+    elif not all(p.exists() for p in run.traces):
+        run.status = "the replay wrote no client.magnet/server.magnet"
+    else:
+        run.status = "ok"
+
+
+def last_line(path: Path) -> str:
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip().removeprefix("magnet: ")[:300] if lines else "no output"
+
+
+def make_demands(source: Run) -> dict[str, Path]:
+    """The three demands of the source run: its own (both sides' traces) and the wire's two."""
+    from magnet.replay import path
+    client, server = source.traces
+    out = {"demand": source.dir / "demand.csv", "wire-adu": source.dir / "wire-adu.csv",
+           "wire-open": source.dir / "wire-open.csv"}
+    d = connections.build([str(client), str(server)])
+    app_demand.write(d, out["demand"])
+    local = f"{path.SUBNET}.1.1"                     # the client's address in magnet path
+    for name, per_segment in (("wire-adu", False), ("wire-open", True)):
+        app_demand.write(wire_demand.from_pcap(source.dir / "a.pcap", local, per_segment), out[name])
+    (source.dir / "demand-notes.txt").write_text("\n".join(d.notes) + "\n")
+    return out
+
+
+# ------------------------------------------------------------------ plan ---
+def options(argv):
+    from magnet.experiments.apps import RECIPES
+    p = common.parser("fidelity", __doc__)
+    p.add_argument("--apps", help=f"applications (default all: {', '.join(RECIPES)}; --quick: "
+                                  f"{', '.join(QUICK_APPS)})")
+    p.add_argument("--paths", help=f"target paths (default all: {', '.join(SITES)}; --quick: the first)")
+    p.add_argument("--runs", type=knobs.arg(knobs.positive_count), help="ground-truth runs per path (default 3)")
+    p.add_argument("--predictors", default=",".join(PREDICTORS), help="predictors (default all six)")
+    p.add_argument("--jobs", type=knobs.arg(knobs.positive_count), default=2,
+                   help="ns-3 replays at once, after the real-time runs (default 2)")
+    p.add_argument("--work", type=Path, help="keep every run's traces here (default: a temporary directory)")
+    args = common.parse(p, argv)
+    args.apps = common.choices(p, "--apps", args.apps or ",".join(QUICK_APPS if args.quick else RECIPES), RECIPES)
+    args.paths = common.choices(p, "--paths", args.paths or ",".join(list(SITES)[:1] if args.quick else SITES), SITES)
+    args.predictors = common.choices(p, "--predictors", args.predictors, PREDICTORS)
+    args.runs = args.runs or 3
+    if args.runs < 2:
+        p.error("--runs: at least 2 (the ground truth's spread needs two runs)")
+    return args
+
+
+def plan(args, work: Path) -> tuple[list[Run], list[Run]]:
+    """(real-time runs in order, ns-3 runs).  Per application: its source, then per round
+    r every path's truth run r followed by one of its real-TCP predictions, so that truth
+    and predictions interleave in time."""
+    realtime, ns3 = [], []
+    tcp = [PREDICTORS[p] for p in args.predictors if PREDICTORS[p].engine == "tcp"]
+    sim = [PREDICTORS[p] for p in args.predictors if PREDICTORS[p].engine == "ns3"]
+    for app in args.apps:
+        realtime.append(Run(app, SOURCE.name, "source", 1, work / app / "source"))
+        for r in range(max(args.runs, len(tcp))):
+            for site in args.paths:
+                if r < args.runs:
+                    realtime.append(Run(app, site, "truth", r + 1, work / app / site / f"truth-{r + 1}"))
+                if r < len(tcp):
+                    realtime.append(Run(app, site, tcp[r].name, 1, work / app / site / tcp[r].name))
+        ns3 += [Run(app, site, p.name, 1, work / app / site / p.name) for site in args.paths for p in sim]
+    return realtime, ns3
+
+
+# --------------------------------------------------------------- execute ---
+def execute(args, work: Path, say=print) -> list[Run]:
+    """Every run of the plan; a run that cannot happen says why in its status."""
+    from magnet.experiments.apps import RECIPES
+    realtime, ns3 = plan(args, work)
+    engines_down = {e: why for e in ("tcp", "ns3") if (why := replay_unavailable(e))}
+    extra = {e: replay_options(e) for e in ("tcp", "ns3") if e not in engines_down}
+    sources = {r.app: r for r in realtime if r.kind == "source"}
+    demands: dict[str, dict[str, Path]] = {}
+    commands: dict = {}
+    bar = common.progress(total=len(realtime) + len(ns3), desc="fidelity")
+    for run in realtime:
+        source = sources[run.app]
+        recipe = RECIPES[run.app]
+        if run.kind == "source":
+            commands[run.app] = recipe.prepare(work / run.app / "files")
+            run_app(run, recipe, commands[run.app], SOURCE, pcap=True)
+            if run.status == "ok":
+                try:
+                    demands[run.app] = make_demands(run)
+                except TraceError as e:
+                    run.status = f"its demand: {e}"
+        elif source.status != "ok":
+            run.status = f"no source ({source.status})"
+        elif run.kind == "truth":
+            run_app(run, recipe, commands[run.app], SITES[run.site])
+        else:
+            predict(run, demands[run.app], engines_down, extra)
+        bar.update()
+        common.progress_note(f"  {run.label()}: {run.status} ({run.seconds:.1f} s)")
+    def one(run: Run) -> Run:
+        source = sources[run.app]
+        if source.status != "ok":
+            run.status = f"no source ({source.status})"
+        else:
+            predict(run, demands[run.app], engines_down, extra)
+        return run
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for run in pool.map(one, ns3):
+            bar.update()
+            common.progress_note(f"  {run.label()}: {run.status} ({run.seconds:.1f} s)")
+    bar.close()
+    return realtime + ns3
+
+
+def predict(run: Run, demands: dict[str, Path], engines_down: dict, extra: dict) -> None:
+    predictor = PREDICTORS[run.kind]
+    if predictor.engine in engines_down:
+        run.status = f"unavailable: {engines_down[predictor.engine]}"
+        return
+    run_replay(run, demands[predictor.demand], SITES[run.site], predictor, extra[predictor.engine])
+
+
+# --------------------------------------------------------------- metrics ---
+def measure(runs: list[Run]):
+    """fidelity.csv's rows: each prediction against each truth run of its application and
+    path, each truth run against the later ones (the floor); and the profiles (for the CDFs)."""
+    import pandas as pd
+    profiles, failed = {}, {}
+    for run in runs:
+        if run.status != "ok":
+            continue
+        try:
+            profiles[id(run)] = app_metrics.profile(*map(str, run.traces), source=run.label())
+        except TraceError as e:
+            run.status = f"its traces: {e}"
+            failed[id(run)] = str(e)
+    rows = []
+    for (app, site), group in _groups(runs):
+        truths = [r for r in group if r.kind == "truth" and id(r) in profiles]
+        for a_i, a in enumerate(truths):
+            for b in truths[a_i + 1:]:
+                rows.append(_row(app, site, "truth", f"{a.run}-{b.run}", profiles[id(a)], profiles[id(b)]))
+        for run in group:
+            if run.kind in ("truth", "source"):
+                continue
+            if run.status != "ok" or not truths:
+                rows.append({"app": app, "path": site, "predictor": run.kind, "run": "", "status": run.status
+                             if run.status != "ok" else "no ground truth"})
+                continue
+            for t in truths:
+                rows.append(_row(app, site, run.kind, str(t.run), profiles[id(run)], profiles[id(t)]))
+    return pd.DataFrame(rows), profiles
+
+
+def _groups(runs: list[Run]):
+    keys = dict.fromkeys((r.app, r.site) for r in runs if r.kind != "source")
+    for key in keys:
+        yield key, [r for r in runs if (r.app, r.site) == key]
+
+
+def _row(app: str, site: str, predictor: str, run: str, pred, truth) -> dict:
+    return {"app": app, "path": site, "predictor": predictor, "run": run,
+            **app_metrics.compare(pred, truth), "status": "ok"}
+
+
+def runs_frame(runs: list[Run]):
+    import pandas as pd
+    return pd.DataFrame([{"app": r.app, "path": r.site, "kind": r.kind, "run": r.run, "status": r.status,
+                          "seconds": round(r.seconds, 2), "work": r.note} for r in runs])
+
+
+# ------------------------------------------------------------------ main ---
+def gates(args) -> None:
+    """The study's prerequisites, each in one line (exit 2) when missing."""
+    from magnet.experiments.apps import RECIPES
+    from magnet.replay import wire
+    common.gate(os.geteuid() == 0, "fidelity needs root (network namespaces, the BPF capture)")
+    common.gate(shutil.which("tcpdump") is not None, "fidelity needs tcpdump (apt-get install tcpdump)")
+    why = wire.bpf_unavailable()
+    common.gate(why is None, f"fidelity needs the BPF capture: {why}")
+    for app in args.apps:
+        missing = RECIPES[app].missing()
+        common.gate(missing is None, f"{missing}")
+
+
+def load() -> str:
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def others() -> str:
+    """What else was running: network namespaces of other magnet runs (other processes)."""
+    try:
+        names = os.listdir("/run/netns")
+    except OSError:
+        names = []
+    mine = str(os.getpid())
+    runs = {n.split("-")[0] for n in names if n.startswith("mg") and mine not in n}
+    return (f"{len(runs)} other magnet runs had network namespaces at the start" if runs else
+            "no other magnet run had network namespaces at the start") + \
+        f" (on {os.cpu_count()} CPUs)."
+
+
+def main(argv: list[str] | None = None) -> int:
+    from . import fidelity_report
+    args = options(argv)
+    gates(args)
+    started = time.monotonic()
+    context = {"load": load(), "others": others()}
+    try:
+        with common.workspace(args, "magnet-fidelity-") as work:
+            runs = execute(args, work)
+            rows, profiles = measure(runs)
+            minutes = (time.monotonic() - started) / 60
+            context["load"] += f" at the start, {load()} at the end"
+            path = fidelity_report.write(args, runs, rows, profiles, minutes, context)
+    except KeyboardInterrupt:
+        print("fidelity: interrupted (nothing written)", file=sys.stderr)
+        return 130
+    failed = [r for r in runs if r.status != "ok"]
+    print(f"fidelity: {len(runs) - len(failed)} of {len(runs)} runs ok in {minutes:.1f} min; results in "
+          f"{path.parent} (README.md, fidelity.csv, summary.csv, runs.csv, figures)")
+    for r in failed:
+        print(f"fidelity: {r.label()}: {r.status}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

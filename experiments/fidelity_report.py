@@ -1,0 +1,245 @@
+"""The fidelity study's results: fidelity.csv, summary.csv, runs.csv, the figures and README.md.
+
+summary.csv has a row per (application, path, predictor): each metric's median over
+the comparisons with the truth runs, and for the ground truth ("truth") the largest
+value over its pairs of runs, the floor.  A demand-driven prediction meets a target
+when its median is at most the target, or at most the floor + 0.05 where the floor is
+above the target.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from magnetlib import app_metrics
+
+from . import common
+
+METRICS = ["ks_size", "ks_gap", "completion_err_median", "completion_err_p90", "response_ks",
+           "response_err_median", "throughput_err", "bytes_diff"]
+DETAIL = ["ks_size_c2s", "ks_size_s2c", "ks_gap_c2s", "ks_gap_s2c", "completion_s", "response_s",
+          "connections", "connections_truth"]
+COLUMNS = ["app", "path", "predictor", "run", *METRICS, *DETAIL, "status"]
+TARGETS = {"ks_size": 0.10, "ks_gap": 0.15, "completion_err_median": 0.10, "response_err_median": 0.10}
+MARGIN = 0.05
+DEMAND = ("demand-tcp", "demand-ns3")
+WIRE = {"demand-tcp": ("wire-adu-tcp", "wire-open-tcp"), "demand-ns3": ("wire-adu-ns3", "wire-open-ns3")}
+SHORT = {"ks_size": "KS size", "ks_gap": "KS gap", "completion_err_median": "compl. err p50",
+         "completion_err_p90": "compl. err p90", "response_ks": "resp. KS", "response_err_median": "resp. err p50",
+         "throughput_err": "thr. err", "bytes_diff": "bytes diff"}
+
+
+# ---------------------------------------------------------------- tables ---
+def fidelity_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    for column in COLUMNS:
+        if column not in rows:
+            rows[column] = np.nan
+    return rows[COLUMNS]
+
+
+def summarise(rows: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Per (app, path, predictor): medians over comparisons (the truth: the largest pair),
+    the floor and threshold of each target metric, and whether a prediction meets it."""
+    ok = rows[rows["status"] == "ok"]
+    pred = ok[ok["predictor"] != "truth"].groupby(["app", "path", "predictor"], sort=False)[METRICS].median()
+    floor = ok[ok["predictor"] == "truth"].groupby(["app", "path"], sort=False)[METRICS].max()
+    floor = floor.assign(predictor="truth").set_index("predictor", append=True)
+    out = pd.concat([floor, pred]).reset_index()
+    for metric, target in TARGETS.items():
+        f = out.merge(floor.reset_index()[["app", "path", metric]], on=["app", "path"], how="left",
+                      suffixes=("", "_floor"))[f"{metric}_floor"].to_numpy()
+        out[f"{metric}_limit"] = np.where(np.nan_to_num(f, nan=0.0) > target, f + MARGIN, target)
+        out[f"{metric}_met"] = (out[metric] <= out[f"{metric}_limit"]).where(out["predictor"] != "truth")
+    failed = rows[rows["status"] != "ok"][["app", "path", "predictor", "status"]].drop_duplicates()
+    out = out.merge(failed, on=["app", "path", "predictor"], how="outer")
+    out["status"] = out["status"].fillna("ok")
+    rank = {p: i for i, p in enumerate(["truth", *order])}
+    return out.sort_values(["app", "path", "predictor"], key=lambda s: s.map(rank) if s.name == "predictor"
+                           else s, kind="stable").reset_index(drop=True)
+
+
+def targets(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per demand-driven predictor and target: met in how many (application, path) cells."""
+    rows = []
+    for predictor in DEMAND:
+        part = summary[summary["predictor"] == predictor]
+        for metric, target in TARGETS.items():
+            met = part[f"{metric}_met"].dropna()
+            misses = part.loc[part[f"{metric}_met"] == False, ["app", "path"]]     # noqa: E712
+            rows.append({"predictor": predictor, "target": f"{SHORT[metric]} <= {target:g}",
+                         "met": f"{int(met.sum())} of {len(met)}",
+                         "missed in": ", ".join(f"{a} {p}" for a, p in misses.itertuples(index=False)) or "-"})
+    return pd.DataFrame(rows)
+
+
+def ratios(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per application and engine: median over paths of demand-driven error / wire-driven error."""
+    rows = []
+    for app, part in summary.groupby("app", sort=False):
+        for demand, wires in WIRE.items():
+            row = {"app": app, "engine": demand.split("-")[1]}
+            for wire in wires:
+                for metric in ("ks_size", "ks_gap", "completion_err_median", "response_err_median"):
+                    d = part[part["predictor"] == demand].set_index("path")[metric]
+                    w = part[part["predictor"] == wire].set_index("path")[metric]
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        r = (d / w.reindex(d.index)).replace([np.inf, -np.inf], np.nan)
+                    row[f"{SHORT[metric]} / {wire.rsplit('-', 1)[0]}"] = float(r.median()) if r.notna().any() \
+                        else np.nan
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def headline(rows: pd.DataFrame, app: str, path: str) -> str:
+    """One line: each predictor's completion error and KS of sizes on one application and
+    path, beside the ground truth's own spread."""
+    s = summarise(rows, list(dict.fromkeys(rows["predictor"])))
+    s = s[(s["app"] == app) & (s["path"] == path)].set_index("predictor")
+    cells = []
+    for p, r in s.iterrows():
+        if r["status"] != "ok":
+            cells.append(f"{p} failed")
+        else:
+            cells.append(f"{p} {r['completion_err_median'] * 100:.0f}%/{r['ks_size']:.2f}")
+    return (f"fidelity of {app} on {path} (completion-time error / KS of segment sizes; 'truth' is the "
+            f"real application's run-to-run spread): " + ", ".join(cells))
+
+
+# --------------------------------------------------------------- figures ---
+def heatmap(summary: pd.DataFrame, predictors: list[str]):
+    """Application x predictor, the median over paths: KS sizes, KS gaps, completion error."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    apps = list(dict.fromkeys(summary["app"]))
+    cols = ["truth", *predictors]
+    metrics = [("ks_size", "KS of segment sizes", 1.0), ("ks_gap", "KS of gaps", 1.0),
+               ("completion_err_median", "completion-time error (median)", 1.0)]
+    fig, axes = plt.subplots(1, 3, figsize=(18, 0.5 * len(apps) + 2.5))
+    for ax, (metric, title, vmax) in zip(axes, metrics):
+        grid = summary.pivot_table(index="app", columns="predictor", values=metric, aggfunc="median")
+        grid = grid.reindex(index=apps, columns=cols)
+        ax.imshow(grid.to_numpy(float), cmap="Reds", vmin=0, vmax=vmax, aspect="auto")
+        ax.set_xticks(range(len(cols)), cols, rotation=40, ha="right")
+        ax.set_yticks(range(len(apps)), apps)
+        for (i, j), v in np.ndenumerate(grid.to_numpy(float)):
+            ax.text(j, i, "–" if v != v else f"{v:.2f}", ha="center", va="center", fontsize=8,
+                    color="white" if v == v and v > 0.6 * vmax else "black")
+        ax.set_title(f"{title}\n(median over paths; 'truth': the floor)")
+    fig.tight_layout()
+    return fig
+
+
+def cdfs(app: str, sites: list[str], profiles: dict, runs, predictors: list[str]):
+    """Truth (every run pooled) against every predictor, and the source on path A: the
+    CDFs of segment sizes and gaps (the busier direction) and of response times, a row per path."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    mine = [r for r in runs if r.app == app and id(r) in profiles]
+    source = next((profiles[id(r)] for r in mine if r.kind == "source"), None)
+    fig, axes = plt.subplots(len(sites), 3, figsize=(15, 3.2 * len(sites)), squeeze=False)
+    colours = dict(zip(predictors, plt.cm.tab10(np.arange(len(predictors)))))
+    for row, site in zip(axes, sites):
+        truths = [profiles[id(r)] for r in mine if r.site == site and r.kind == "truth"]
+        if not truths:
+            continue
+        d = max(app_metrics.DIRECTIONS, key=lambda x: sum(len(t.sizes(x)) for t in truths))
+        series = [("truth", truths, "black", 2.2, "-")]
+        series += [(p, [profiles[id(r)] for r in mine if r.site == site and r.kind == p], colours[p], 1.2, "-")
+                   for p in predictors]
+        if source:
+            series.append(("source on A", [source], "grey", 1.2, ":"))
+        for ax, (title, get, log) in zip(row, [(f"segment sizes, {d} (B)", lambda p: p.sizes(d), False),
+                                               (f"gaps, {d} (s)", lambda p: p.gaps(d), True),
+                                               ("response times (s)", lambda p: p.responses_s, True)]):
+            for label, profs, colour, width, style in series:
+                values = np.sort(np.concatenate([get(p) for p in profs])) if profs else np.zeros(0)
+                if log:
+                    values = values[values > 0]
+                if len(values):
+                    ax.step(np.r_[values[0], values], np.arange(len(values) + 1) / len(values), where="post",
+                            color=colour, lw=width, ls=style, label=label)
+            ax.set_xscale("log" if log else "linear")
+            ax.set_title(f"{app} on {site}: {title}", fontsize=9)
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------- README ---
+def app_table(summary: pd.DataFrame, app: str) -> str:
+    part = summary[summary["app"] == app]
+    show = part[["path", "predictor", *METRICS, "status"]].copy()
+    for metric in TARGETS:
+        met = part[f"{metric}_met"]
+        show[SHORT[metric]] = [_cell(v, m) for v, m in zip(part[metric], met)]
+    show = show.rename(columns={m: SHORT[m] for m in METRICS if m not in TARGETS})
+    show["bytes diff"] = show["bytes diff"].map(lambda v: "–" if v != v else f"{v:.0f}")
+    show = show[["path", "predictor", *[SHORT[m] for m in METRICS], "status"]]
+    show["status"] = show["status"].map(lambda s: "" if s == "ok" else s[:80])
+    return common.markdown(show)
+
+
+def _cell(value: float, met) -> str:
+    if value != value:
+        return "–"
+    mark = "" if met is None or met != met else (" ✓" if met else " ✗")
+    return f"{value:.3f}{mark}"
+
+
+def write(args, runs, rows: pd.DataFrame, profiles: dict, minutes: float, context: dict) -> "Path":
+    from . import fidelity as study
+    results = common.Results("fidelity", args)
+    rows = fidelity_frame(rows)
+    rows.to_csv(results.path("fidelity.csv"), index=False)
+    study.runs_frame(runs).to_csv(results.path("runs.csv"), index=False)
+    summary = summarise(rows, args.predictors)
+    summary.to_csv(results.path("summary.csv"), index=False)
+    body = [intro(args, runs, minutes, context)]
+    if len(summary):
+        results.figure(heatmap(summary, args.predictors), "heatmap")
+        body += ["## Targets (demand-driven, both engines)", "", common.markdown(targets(summary)), "",
+                 "Each cell: the prediction's median over its comparisons with the truth runs; the limit is "
+                 f"the target, or the floor + {MARGIN} where the ground truth's own spread (its largest "
+                 "pair) is above the target.", "",
+                 "## Summary: application x predictor", "", "![heat map](heatmap.png)", "",
+                 "## Demand-driven error / wire-driven error", "",
+                 "Per application and engine, the median over paths of the ratio (below 1: the demand "
+                 "predicts better than the wire).", "", common.markdown(ratios(summary), "{:.2f}"), ""]
+    for app in args.apps:
+        body += [f"## {app}", ""]
+        if (summary["app"] == app).any():
+            body += [app_table(summary, app), ""]
+            results.figure(cdfs(app, args.paths, profiles, runs, args.predictors), f"cdf-{app}")
+            body += [f"![CDFs of {app}](cdf-{app}.png)", ""]
+        else:
+            body += ["No result: " + "; ".join(sorted({r.status for r in runs if r.app == app and
+                                                         r.status != "ok"})), ""]
+    body.append(context.get("findings", ""))
+    return results.write("Fidelity: does a demand-driven replay predict the real application on another path?",
+                         "\n".join(body))
+
+
+def intro(args, runs, minutes: float, context: dict) -> str:
+    from . import fidelity as study
+    failed = [r for r in runs if r.status != "ok"]
+    lines = [
+        f"{len(args.apps)} applications, their source run on path A ({study.SOURCE.title}) and "
+        f"{args.runs} ground-truth runs on each path B, predicted by {len(args.predictors)} predictors from "
+        f"path A's capture alone. {len(runs) - len(failed)} of {len(runs)} runs ok; the study took "
+        f"{minutes:.1f} min. Load average {context.get('load', '?')}; {context.get('others', '')}", "",
+        "| path | flags | what |", "|---|---|---|",
+        f"| A (source) | `{study.SOURCE.flags}` | {study.SOURCE.title} |",
+        *[f"| {s} | `{study.SITES[s].flags}` | {study.SITES[s].title} |" for s in args.paths], "",
+        "Every path is duplex (the same link each way). The source run is captured by `magnet path "
+        "--capture` and by tcpdump on the client's device (next to the client, as a tcpdump on the client "
+        "host: the server side's think times it shows hold path A's round trip). Metrics: "
+        "magnetlib.app_metrics (segments are those the receiving device got; completion from a "
+        "connection's first byte written to its last byte read; connections matched in order of first "
+        "write).", ""]
+    if failed:
+        lines += ["**Runs that failed or could not run:**", ""]
+        lines += [f"* {r.label()}: {r.status}" for r in failed] + [""]
+    return "\n".join(lines)

@@ -1,0 +1,270 @@
+"""What a whole application did on a path, and how far one run of it is from another.
+
+    truth = app_metrics.profile("t.client.magnet", "t.server.magnet")      # magnet path --capture t
+    pred = app_metrics.profile("out/client.magnet", "out/server.magnet")   # either engine's replay
+    app_metrics.compare(pred, truth)        # {"ks_size": ..., "completion_err_median": ..., ...}
+
+One reader for every source: the two traces of a whole-application run in the form
+`magnet path --capture` and both replayers write (each side's socket calls and the data
+segments its device sent and received, one sockid per connection and side).  Every
+quantity is defined from those records alone, the same way for a real application
+and a replay:
+
+* **segments** of a direction: the data segments its receiver's device received
+  (DEV_RECV, TCP payload > 0: what arrived after the path), their sizes, and the gaps
+  between consecutive ones of the same connection;
+* **a connection's completion time**: from its first byte written to its last byte
+  read, either side (handshakes and FIN exchanges left out: not every trace records
+  them, the ns-3 replay's does not);
+* **responses**: per connection, the runs of one side's writes are ADUs; an ADU whose
+  first write came after its writer had read the whole previous ADU answers it, and
+  its response time runs from the previous ADU's first write to the moment the
+  requester had read this ADU's last byte (as adus.csv's response_s);
+* **throughput**: bytes received per 100 ms from the run's first write, per direction.
+
+Connections are paired across the two traces by their 4-tuple where the records carry
+addresses, else by sockid (the replays number a connection alike on both sides), else by
+byte counts (magnetlib.connections).  Two runs' connections are matched in order of
+their first write.  numpy over whole arrays; loops run per connection.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import connections as cx
+from .app_demand import CLIENT, SERVER
+from .errors import TraceError
+from .format import Event
+from .trace import Trace
+
+DIRECTIONS = ("c2s", "s2c")                  # client to server, server to client
+BIN_NS = 100_000_000
+MIN_SAMPLES = 5                              # a KS distance needs at least this many values each side
+
+
+@dataclass
+class Profile:
+    """A whole-application run, reduced to what the metrics compare."""
+    source: str
+    zero_ns: int                             # the run's first write
+    seg_conn: dict                           # direction -> connection of each received data segment
+    seg_ns: dict                             # direction -> its arrival, ns from zero_ns
+    seg_size: dict                           # direction -> its TCP payload
+    first_write_s: np.ndarray                # per connection (in order of first write), from zero
+    last_read_s: np.ndarray
+    bytes: np.ndarray                        # (connections, 2): bytes written client->server, server->client
+    responses_s: np.ndarray                  # every response time
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def completion_s(self) -> np.ndarray:
+        return self.last_read_s - self.first_write_s
+
+    def sizes(self, direction: str) -> np.ndarray:
+        return self.seg_size[direction]
+
+    def gaps(self, direction: str) -> np.ndarray:
+        """Seconds between consecutive data segments of one connection, every connection's."""
+        conn, ns = self.seg_conn[direction], self.seg_ns[direction]
+        order = np.lexsort((ns, conn))
+        conn, ns = conn[order], ns[order]
+        same = conn[1:] == conn[:-1]
+        return np.diff(ns)[same] / 1e9
+
+    def throughput(self, direction: str, bin_ns: int = BIN_NS) -> np.ndarray:
+        """Bytes received per bin from the first write."""
+        ns = self.seg_ns[direction]
+        if not len(ns):
+            return np.zeros(0)
+        return np.bincount(np.maximum(ns, 0) // bin_ns, weights=self.seg_size[direction]).astype(np.float64)
+
+    def summary(self) -> str:
+        c = self.completion_s
+        return (f"{len(c)} connections, completion median {np.nanmedian(c) if len(c) else float('nan'):.3f} s, "
+                f"{len(self.sizes('c2s'))}+{len(self.sizes('s2c'))} data segments, "
+                f"{len(self.responses_s)} responses")
+
+
+# ---------------------------------------------------------------- reading ---
+def profile(client: str, server: str, source: str = "") -> Profile:
+    """The profile of one run from its client's and server's traces."""
+    traces = [Trace(p) for p in (client, server)]
+    try:
+        s = cx.load(traces)
+        dev = [_received_segments(t, s, k) for k, t in enumerate(traces)]
+    finally:
+        for t in traces:
+            t.close()
+    if not len(s):
+        raise TraceError(f"{client} and {server}", "no socket calls: not a whole-application run's traces")
+    conns, notes = _pair(s)
+    return _reduce(s, conns, dev, source or str(client), s.notes + notes)
+
+
+def _received_segments(trace: Trace, s: cx.Sockets, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(socket index, ns, size) of the data segments trace k's device received."""
+    pos = trace.select([Event.DEV_RECV])
+    size = trace.column_at("size", pos).astype(np.int64)
+    pos, size = pos[size > 0], size[size > 0]
+    sid, ns = trace.column_at("sockid", pos), trace.ns_at(pos)
+    mine = np.flatnonzero(s.trace == k)
+    ids = s.sockid[mine]
+    order = np.argsort(ids)
+    at = np.searchsorted(ids[order], sid).clip(0, max(len(ids) - 1, 0))
+    known = (ids[order][at] == sid) if len(ids) else np.zeros(len(sid), bool)
+    return mine[order][at][known], ns[known], size[known]
+
+
+def _pair(s: cx.Sockets) -> tuple[list[cx.Connection], list[str]]:
+    """Connections from the two traces' sockets: by 4-tuple, else by sockid, else by bytes."""
+    if any(x is not None for x in s.local):
+        return cx.pair(s, two_sided=True)
+    client = {int(sid): i for i, sid in enumerate(s.sockid) if s.trace[i] == 0}
+    server = {int(sid): i for i, sid in enumerate(s.sockid) if s.trace[i] == 1}
+    if not client.keys() & server.keys():
+        return cx.pair(s, two_sided=True)
+    conns = [cx.Connection(client[k], server[k], CLIENT) for k in sorted(client.keys() & server.keys())]
+    alone = len(client.keys() ^ server.keys())
+    notes = ["connections paired by sockid (no addresses in the records)"]
+    if alone:
+        notes.append(f"{alone} sockets with no peer of the same sockid left out")
+    return conns, notes
+
+
+def _reduce(s: cx.Sockets, conns: list[cx.Connection], dev: list, source: str, notes: list[str]) -> Profile:
+    both = [c for c in conns if c.client >= 0 and c.server >= 0]
+    if len(both) < len(conns):
+        notes.append(f"{len(conns) - len(both)} connections captured on one side only left out")
+    ends = np.array([(c.client, c.server) for c in both], np.int64).reshape(-1, 2)
+    conn_of = np.full(len(s), -1, np.int64)
+    conn_of[ends[:, 0]], conn_of[ends[:, 1]] = np.arange(len(ends)), np.arange(len(ends))
+    c = conn_of[s.call_end]
+    keep = c >= 0
+    c, ns, kind, size = c[keep], s.call_ns[keep], s.call_kind[keep], s.call_size[keep]
+    side = (s.trace[s.call_end[keep]] == 1).astype(np.int8)          # 0 client, 1 server
+    writes, reads = kind == cx.WRITE, kind == cx.READ
+    n = len(ends)
+    big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    first_write, last_read = np.full(n, big), np.full(n, small)
+    np.minimum.at(first_write, c[writes], ns[writes])
+    np.maximum.at(last_read, c[reads], ns[reads])
+    data = (first_write < big) & (last_read > small)
+    if not data.any():
+        raise TraceError(source, "no connection with data written and read on both sides")
+    if not data.all():
+        notes.append(f"{int((~data).sum())} connections without data read and written left out")
+    nbytes = np.zeros((n, 2), np.int64)
+    np.add.at(nbytes, (c[writes], side[writes]), size[writes])
+    rank = np.full(n, -1, np.int64)                     # connections numbered by first write
+    order = np.flatnonzero(data)[np.argsort(first_write[data], kind="stable")]
+    rank[order] = np.arange(len(order))
+    zero = int(first_write[data].min())
+    seg = {name: {} for name in ("conn", "ns", "size")}
+    for k, direction in ((1, "c2s"), (0, "s2c")):      # the receiver's device: server's, client's
+        end, t, sz = dev[k]
+        r = rank[conn_of[end]] if len(end) else end
+        ok = r >= 0
+        seg["conn"][direction], seg["ns"][direction], seg["size"][direction] = r[ok], t[ok] - zero, sz[ok]
+    by = np.argsort(c, kind="stable")
+    cuts = np.searchsorted(c[by], np.arange(1, n))
+    parts = [np.split(a[by], cuts) for a in (ns, side, kind, size)]
+    responses = [_responses(*(part[i] for part in parts)) for i in order]
+    return Profile(source, zero, seg["conn"], seg["ns"], seg["size"], (first_write[order] - zero) / 1e9,
+                   (last_read[order] - zero) / 1e9, nbytes[order],
+                   np.concatenate(responses) / 1e9 if responses else np.zeros(0), notes)
+
+
+def _responses(ns: np.ndarray, side: np.ndarray, kind: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Response times (ns) of one connection's ADUs that answer the previous one."""
+    order = np.argsort(ns, kind="stable")
+    ns, side, kind, size = ns[order], side[order], kind[order], size[order]
+    w = kind == cx.WRITE
+    wns, wside, wsize = ns[w], side[w], size[w]
+    if len(wns) < 2:
+        return np.zeros(0, np.int64)
+    start = np.flatnonzero(np.r_[True, wside[1:] != wside[:-1]])
+    run_side, run_first = wside[start], wns[start]
+    run_end = np.r_[start[1:], len(wns)] - 1
+    sent = [np.cumsum(np.where(wside == x, wsize, 0)) for x in (CLIENT, SERVER)]
+    reads = [(ns[(~w) & (side == x)], np.cumsum(size[(~w) & (side == x)])) for x in (CLIENT, SERVER)]
+    out = []
+    for x in (CLIENT, SERVER):                          # answers written by side x
+        j = np.flatnonzero(run_side == x)
+        j = j[j > 0]
+        if not len(j):
+            continue
+        y = 1 - x
+        asked = sent[y][run_end[j - 1]]                 # the peer's bytes through the request ADU
+        read_t, read_cum = reads[x]
+        had = np.r_[0, read_cum][np.searchsorted(read_t, run_first[j], side="right")]
+        answers = j[had >= asked]
+        total = sent[x][run_end[answers]]               # this side's bytes through its answer
+        back_t, back_cum = reads[y]
+        at = np.searchsorted(back_cum, total, side="left")
+        got = at < len(back_t)
+        out.append(back_t[at[got]] - run_first[answers[got] - 1])
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+# --------------------------------------------------------------- metrics ---
+def ks(a: np.ndarray, b: np.ndarray, least: int = MIN_SAMPLES) -> float:
+    """Two-sample Kolmogorov-Smirnov distance; NaN when either sample has fewer than
+    `least` values (one response against one other is 0 or 1, which says nothing)."""
+    if min(len(a), len(b)) < max(least, 1):
+        return float("nan")
+    a, b = np.sort(a), np.sort(b)
+    x = np.r_[a, b]
+    return float(np.abs(np.searchsorted(a, x, "right") / len(a) - np.searchsorted(b, x, "right") / len(b)).max())
+
+
+def _weighted(values: list[float], weights: list[int]) -> float:
+    v, w = np.array(values, float), np.array(weights, float)
+    ok = ~np.isnan(v) & (w > 0)
+    return float((v[ok] * w[ok]).sum() / w[ok].sum()) if ok.any() else float("nan")
+
+
+def compare(pred: Profile, truth: Profile) -> dict:
+    """How far `pred` is from `truth`: the fidelity study's columns (docs: fidelity.csv).
+
+    ks_size, ks_gap: per direction, weighted by the truth's segments in it;
+    completion_err_median/p90: of |pred - truth| / truth over connections matched in
+    order of first write; response_ks and response_err_median (|median pred - median
+    truth| / median truth); throughput_err: sum over bins and directions of |pred -
+    truth| over the truth's bytes; bytes_diff: sum of |bytes pred - bytes truth| over
+    matched connections and both directions, plus every byte of unmatched ones."""
+    out: dict = {}
+    weights = [len(truth.sizes(d)) for d in DIRECTIONS]
+    for name, get in (("size", "sizes"), ("gap", "gaps")):
+        values = []
+        for d in DIRECTIONS:
+            values.append(ks(getattr(pred, get)(d), getattr(truth, get)(d)))
+            out[f"ks_{name}_{d}"] = values[-1]
+        out[f"ks_{name}"] = _weighted(values, weights)
+    n = min(len(pred.completion_s), len(truth.completion_s))
+    err = np.abs(pred.completion_s[:n] - truth.completion_s[:n]) / truth.completion_s[:n]
+    out["completion_err_median"] = float(np.median(err)) if n else float("nan")
+    out["completion_err_p90"] = float(np.quantile(err, 0.9)) if n else float("nan")
+    out["completion_s"] = float(np.median(pred.completion_s)) if len(pred.completion_s) else float("nan")
+    out["response_ks"] = ks(pred.responses_s, truth.responses_s)
+    med = [float(np.median(p.responses_s)) if len(p.responses_s) else float("nan") for p in (pred, truth)]
+    out["response_err_median"] = abs(med[0] - med[1]) / med[1] if med[1] > 0 else float("nan")
+    out["response_s"] = med[0]
+    out["throughput_err"] = _series_error(pred, truth)
+    out["connections"] = len(pred.completion_s)
+    out["connections_truth"] = len(truth.completion_s)
+    out["bytes_diff"] = int(np.abs(pred.bytes[:n] - truth.bytes[:n]).sum()
+                            + pred.bytes[n:].sum() + truth.bytes[n:].sum())
+    return out
+
+
+def _series_error(pred: Profile, truth: Profile) -> float:
+    diff = total = 0.0
+    for d in DIRECTIONS:
+        p, t = pred.throughput(d), truth.throughput(d)
+        m = max(len(p), len(t))
+        p, t = np.pad(p, (0, m - len(p))), np.pad(t, (0, m - len(t)))
+        diff += np.abs(p - t).sum()
+        total += t.sum()
+    return diff / total if total else float("nan")
