@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from magnet.experiments.apps import KINDS, RECIPES, Commands, Package, RecipeError, run
@@ -14,7 +15,9 @@ from magnet.replay import linkem
 from magnet.replay.path import PathError
 from magnet.replay.scenario import Path as NetPath
 
-from .conftest import require, require_root
+from magnetlib import app_demand
+
+from .conftest import assert_clean_error, require, require_root, run_magnet
 
 PATH = NetPath(rate_bps=20_000_000, delay_ns=5_000_000, duplex=True)
 CHEAP = ["http-python", "nginx-bulk", "redis-benchmark"]
@@ -100,4 +103,32 @@ def test_cheap_applications_do_their_work_across_a_path(name, namespaces, tmp_pa
     assert result.work and result.seconds > 0
     assert set(result.versions) == {p.name for p in recipe.packages}
     assert all(v != "unknown" for v in result.versions.values()), result.versions
-    assert 9 < result.rtt_ms < 12                         # the path's 10 ms, as magnet path measured it
+    assert result.rtt_ms >= 9.9        # across the path: its 10 ms RTT at least (more on a loaded machine)
+
+
+def test_the_study_makes_a_library_of_demands(namespaces, tmp_path):
+    """magnet experiment apps on one application and one path: captured, in the library with its
+    application and path, and its whole-application demand exported."""
+    from magnet.replay import wire
+    require(wire.bpf_unavailable() is None, f"the capture: {wire.bpf_unavailable()}")
+    ready(RECIPES["http-python"])
+    out = tmp_path / "out"
+    proc = run_magnet("experiment", "apps", "--apps", "http-python", "--paths", "10ms-20Mbps", "--out", out)
+    assert proc.returncode == 0, proc.stderr_text
+    rows = pd.read_csv(out / "apps.csv")
+    assert rows[["app", "path", "status", "connections", "client_bytes"]].values.tolist() == [
+        ["http-python", "10ms-20Mbps", "ok", 1, 87]]
+    assert rows["server_bytes"].iloc[0] > 1_000_000 and rows["s2c_segments"].iloc[0] > 690
+    assert rows["rtt_ms"].iloc[0] >= 9.9
+    catalogue = pd.read_csv(out / "catalogue.csv")
+    assert sorted(catalogue["host"]) == ["client", "server"]
+    assert set(catalogue["application"]) == {"http-python"} and set(catalogue["path"]) == {"10ms-20Mbps"}
+    index = pd.read_csv(out / "demands" / "index.csv")
+    demand = app_demand.read(out / "demands" / index["file"].iloc[0])
+    assert demand.sent_bytes(app_demand.SERVER) == rows["server_bytes"].iloc[0]
+    assert not (out / "captures").exists() and not (out / "work").exists()
+    assert "### http-python (bulk)" in (out / "README.md").read_text()
+
+
+def test_the_study_refuses_a_bad_path_in_one_line(tmp_path):
+    assert_clean_error(run_magnet("experiment", "apps", "--paths", "60ms", "--out", tmp_path), "--paths", "60ms")

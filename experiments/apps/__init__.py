@@ -22,3 +22,9 @@ SUITE = (HttpPython(), NginxBulk(), Scp(), Vsftpd(), RedisBenchmark(), RedisPace
 RECIPES: dict[str, Recipe] = {r.name: r for r in SUITE}
 
 __all__ = ["KINDS", "RECIPES", "SUITE", "Commands", "Package", "Recipe", "RecipeError"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`magnet experiment apps` (experiments/apps/study.py)."""
+    from .study import main as study
+    return study(argv)

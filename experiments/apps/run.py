@@ -72,6 +72,7 @@ def run(recipe: Recipe, path: NetPath, work: Path, label: str = "", capture: Pat
     why = recipe.missing()
     if why:
         raise RecipeError(recipe.name, why.split(": ", 1)[1])
+    work = work.resolve()                   # the servers' configs name their files absolutely
     work.mkdir(parents=True, exist_ok=True)
     commands = recipe.prepare(work)
     outcome = execute(commands, path, work, recipe.name, capture)
