@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from magnetlib import app_demand, connections
-from magnetlib.library import Library
+from magnetlib.library import Library, export
 
 from .conftest import assert_clean_error, run_magnet
 from .test_app_demand import CLIENT, MS, SERVER, Capture
@@ -47,7 +47,7 @@ def test_export_all_is_magnet_demand_all_of_each_capture(tmp_path):
     runs = two_runs(tmp_path)
     lib = tmp_path / "lib"
     for name, paths in runs.items():
-        run_magnet("library", "add", *paths, "--library", lib, "--app", "web", "--path", name, check=True)
+        Library.create(lib).add(paths, application="web", network_path=name)
     out = tmp_path / "set"
     proc = run_magnet("library", "export-demand", lib, "-o", out, "--all", "--format", "magnet",
                       "--where", "path = 'web.slow'", check=True)
@@ -65,9 +65,9 @@ def test_export_all_is_magnet_demand_all_of_each_capture(tmp_path):
 def test_export_all_of_a_lone_trace_and_refusals(tmp_path):
     runs = two_runs(tmp_path)
     lib = tmp_path / "lib"
-    run_magnet("library", "add", runs["web.fast"][1], "--library", lib, check=True)   # the server's only
+    Library.create(lib).add(runs["web.fast"][1:])       # the server's trace only
     out = tmp_path / "set"
-    run_magnet("library", "export-demand", lib, "-o", out, "--all", check=True)
+    export.export_app_demand(Library(lib).layout, str(out))
     index = pd.read_csv(out / "index.csv")
     assert index["connections"].tolist() == [1] and index["server_bytes"].tolist() == [2000]
     assert_clean_error(run_magnet("library", "export-demand", lib, "-o", tmp_path / "x", "--all",
