@@ -153,10 +153,12 @@ def _batch(ns: str, lines: list[str]) -> None:
 @contextmanager
 def build(prefix: str, scenario: Scenario, out_dir: Path, *, subnet: str = "10.203",
           sysctls: list[str] = (), route_opts: list[str] = (), realtime: bool = True,
-          guard: bool = True):
+          guard: bool = True, log_dir: Path | None = None):
     """The chain of `scenario`: namespaces, one emulator per stack, devices configured.
     `sysctls` are set in the chain's namespaces n0..nN (e.g. "net.ipv4.tcp_sack=0"),
-    `route_opts` go on every route (e.g. "quickack 1"); emulator stats files go to out_dir."""
+    `route_opts` go on every route (e.g. "quickack 1"); emulator stats files go to out_dir;
+    with `log_dir`, every packet's record (replay.linklog) goes there (one stack) or to
+    log_dir/stack-K."""
     for k in range(1, scenario.stacks + 1):
         linkem.check(scenario.path_of(k))
     plan = _plan(prefix, scenario, subnet)
@@ -170,8 +172,10 @@ def build(prefix: str, scenario: Scenario, out_dir: Path, *, subnet: str = "10.2
             netns.sh("sysctl", "-qw", *QUIET, *(sysctls if chain_ns else []), ns=ns)
         batches: dict[str, list[str]] = {}
         for s in plan:
+            log = None if log_dir is None else Path(log_dir) / (f"stack-{s.k}" if scenario.stacks > 1 else "")
             s.emulator = linkem.Emulator(f"{prefix}-s{s.k}", _tuns(s), s.path, seed=scenario.seed + s.k,
-                                         stats=Path(out_dir) / f"linkem-{s.k}.json", realtime=realtime)
+                                         stats=Path(out_dir) / f"linkem-{s.k}.json", realtime=realtime,
+                                         log=log)
             for ns, lines in _configure(s, scenario, list(route_opts)).items():
                 batches.setdefault(ns, []).extend(lines)
         for ns, lines in batches.items():

@@ -30,10 +30,10 @@ def emulator_here(request):
 
 
 @contextmanager
-def path_net(tmp_path, path: Path, **scenario):
+def path_net(tmp_path, path: Path, log_dir=None, **scenario):
     """One stack over `path`; the Wan (names carry this test process's pid)."""
     prefix = f"mglt{os.getpid()}"
-    with wan.build(prefix, Scenario(stacks=1, path=(path,), **scenario), tmp_path) as net:
+    with wan.build(prefix, Scenario(stacks=1, path=(path,), **scenario), tmp_path, log_dir=log_dir) as net:
         yield net
 
 
@@ -79,16 +79,18 @@ def test_delay_sum_of_hops_and_jitter_keeps_order(tmp_path, hops, jitter_ms):
 def test_rate_serialises_and_queue_drops_tail(tmp_path):
     """A burst of 300 datagrams at once into 2 Mbit/s with a 40-packet queue: the first
     and the 40 that wait get through, spaced by their serialisation time; the rest
-    are drop-tail losses, counted as such."""
+    are drop-tail losses, counted as such (a sender slowed by a busy machine may let
+    a few more in as the queue drains: what arrives is what the counters say)."""
     path = Path(rate_bps=2_000_000, delay_ns=5 * MS, queue=knobs.queue("40p"))
     with path_net(tmp_path, path) as net:
         got = one_way(net, tmp_path, 300, size=972)            # 1000-byte IP packets
         st = stats(net)
-    assert len(got) == 41 and (got[:, 0] == np.arange(41)).all()
+    f = st["forward"]
+    assert len(got) == f["forwarded"] and f["queue_drops"] + f["forwarded"] == 300
+    assert 41 <= len(got) < 100 and (got[:41, 0] == np.arange(41)).all()
     spacing_ms = np.median(np.diff(got[:, 2])) / MS
     assert 3.9 < spacing_ms < 4.2                               # 1000 B at 2 Mbit/s: 4 ms
-    f = st["forward"]
-    assert f["queue_drops"] == 259 and f["forwarded"] == 41 and f["queue_max_packets"] == 40
+    assert f["queue_max_packets"] == 40
 
 
 @pytest.mark.parametrize("duplex", [True, False])
@@ -133,6 +135,43 @@ def test_duplex_cross_traffic_runs_both_ways(tmp_path):
         assert 0.5 * 10e6 < bits / span <= 1.01 * 10e6, (way, bits / span)
     assert moved["received"]["tcp_bytes"] > 0 and moved["reverse_received"]["tcp_bytes"] > 0
     assert "sent back" in wan.cross_line(moved)
+
+
+def test_per_packet_log_tells_each_packets_fate(tmp_path):
+    """--log: every datagram of a burst into 2 Mbit/s with a 40-packet queue has its record:
+    arrival, departure (arrival + its wait in the queue + 4 ms of serialisation + 5 ms of
+    delay, exactly), the queue it found, and why it was dropped; the records agree with the
+    emulator's counters and with what arrived; the summary says the same."""
+    from magnet.replay import linklog
+    path = Path(rate_bps=2_000_000, delay_ns=5 * MS, queue=knobs.queue("40p"))
+    with path_net(tmp_path, path, log_dir=tmp_path / "log") as net:
+        got = one_way(net, tmp_path, 300, size=972)
+        st = stats(net)
+    log = linklog.read(tmp_path / "log")
+    r, f = log.records("forward"), st["forward"]
+    assert len(r) == 300 and len(log.records("reverse")) == 0
+    passed = r["reason"] == 0
+    assert passed.sum() == f["forwarded"] == len(got) and (r["reason"] == 1).sum() == f["queue_drops"]
+    took = r[passed]
+    assert (took["departure_ns"] - took["arrival_ns"] - took["wait_ns"] == 9 * MS).all()
+    assert (np.diff(took["departure_ns"])[1:] >= 4 * MS).all() and took["wait_ns"][0] == 0
+    dropped = r[~passed]
+    assert (dropped["queue_packets"] == 40).all() and (dropped["departure_ns"] == -1).all()
+    assert (r["bytes"] == 1000).all() and (np.diff(r["arrival_ns"]) >= 0).all()
+    summary = log.summaries()[0]
+    assert summary.queue_peak_packets == f["queue_max_packets"] == 40
+    assert summary.drops["queue drop"] == f["queue_drops"]
+    assert (tmp_path / "log" / "summary.txt").read_text().splitlines()[0] == summary.line()
+    assert st.log_summary[0] == summary.line()
+
+
+@pytest.mark.noroot
+def test_a_bad_link_log_is_refused_in_one_line(tmp_path, magnet):
+    from .conftest import assert_clean_error
+    assert_clean_error(magnet("linklog", tmp_path / "none"), "no such directory")
+    (tmp_path / "forward.linklog").write_bytes(b"not a log at all")
+    (tmp_path / "reverse.linklog").write_bytes(b"")
+    assert_clean_error(magnet("linklog", tmp_path), "forward.linklog", "not a linkem link log")
 
 
 def test_queue_in_bytes_and_sustained_rate(tmp_path):
@@ -228,6 +267,30 @@ def test_emulator_dies_with_its_parent_and_takes_its_devices(tmp_path):
     assert f"{prefix}t1b" not in netns.sh("ip", "-o", "link", ns=ns).stdout
     netns.sweep(prefix)
     assert not [n for n in netns.listed() if n.startswith(prefix)]
+
+
+@pytest.mark.noroot
+def test_core_unit_tests_under_sanitizers(tmp_path):
+    """The core (stages, queue, loss, jitter: core.c) tested alone, no root, no devices:
+    test_core.c built with ASan and UBSan by linkem's Makefile and run."""
+    require_tool("make")
+    cc = linkem.compiler()
+    proc = linkem.make("test", tmp_path, cc)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("checks, 0 failed"), proc.stdout
+
+
+@pytest.mark.noroot
+def test_emulator_arguments_are_refused_in_one_line(tmp_path):
+    """Bad options die before any device is made (exit 2, one line naming the option)."""
+    binary = linkem.build()
+    for args, needle in ((["--hops", "0"], "--hops"), (["--loss", "2"], "--loss 2"),
+                         (["--ge", "0.1,0.2"], "--ge"), (["--bottleneck", "5"], "--bottleneck 5"),
+                         (["--tun", "c:-:x:1.2.3.4"], "--tun")):
+        proc = subprocess.run([binary, "--tun=a:-:t0:10.0.0.1", "--tun=b:-:t1:10.0.0.2", *args],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2 and needle in proc.stderr and len(proc.stderr.splitlines()) == 1, \
+            (args, proc.stderr)
 
 
 @pytest.mark.noroot

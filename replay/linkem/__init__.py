@@ -12,9 +12,10 @@ One process per stack's path, both directions (the kernel here has no netem:
 docs/replay.md).  Each Tun is a TUN device the emulator opens in a network
 namespace: side "a" holds senders, side "b" receivers; a packet read on one
 side goes to the device of the other side that holds its destination address.
-The binary is compiled with the system's C compiler into the per-user cache
-(magnetlib.buildcache), keyed by a hash of linkem.c, so an installed magnet
-needs no checkout.
+The binary is built by its Makefile (the system's C compiler and make) into the
+per-user cache (magnetlib.buildcache), keyed by a hash of its sources, so an
+installed magnet needs no checkout.  Its core (core.c: stages, queue, loss,
+jitter) has no system calls; `make test` runs its unit tests (test_core.c).
 """
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ from magnetlib import buildcache, knobs
 from magnetlib.errors import TraceError
 
 SOURCE = Path(__file__).resolve().parent
-CFLAGS = ["-O2", "-Wall", "-Wextra", "-std=gnu11"]
 TUN_DEVICE = "/dev/net/tun"
 NETNS_DIR = "/run/netns"
 
@@ -47,22 +47,39 @@ class LinkemError(TraceError):
 
 
 # ----------------------------------------------------------------- build ---
-def build(quiet: bool = True) -> Path:
-    """The linkem binary, compiled once per version of linkem.c."""
-    source = SOURCE / "linkem.c"
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        raise LinkemError("linkem", "building the link emulator needs a C compiler "
-                                    "(Debian: apt-get install gcc)")
+SOURCES = ("linkem.c", "core.c", "core.h", "Makefile")
 
-    def make(out: Path) -> None:
-        proc = subprocess.run([cc, *CFLAGS, "-o", str(out / "linkem"), str(source)],
-                              capture_output=True, text=True)
+
+def make(target: str, out: Path, cc: str) -> subprocess.CompletedProcess:
+    """`make TARGET` of linkem's Makefile, its outputs in `out`."""
+    return subprocess.run(["make", "-s", "-C", str(SOURCE), f"OUTPUT={out}", f"CC={cc}", target],
+                          capture_output=True, text=True)
+
+
+def compiler() -> str:
+    """The C compiler and make, or LinkemError naming what is missing."""
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if not cc or not shutil.which("make"):
+        raise LinkemError("linkem", "building the link emulator needs a C compiler and make "
+                                    "(Debian: apt-get install gcc make)")
+    return cc
+
+
+def build(quiet: bool = True) -> Path:
+    """The linkem binary, built once per version of its sources ($MAGNET_LINKEM: that
+    binary instead, e.g. another version to compare against)."""
+    given = os.environ.get("MAGNET_LINKEM")
+    if given:
+        return Path(given)
+    cc = compiler()
+
+    def run_make(out: Path) -> None:
+        proc = make("all", out, cc)
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines() or ["the compiler failed"]
             raise LinkemError("building linkem", lines[-1])
-    digest = buildcache.key([("linkem.c", source)], [cc, *CFLAGS])
-    return buildcache.build("linkem", digest, make, quiet=quiet, label="linkem")[0] / "linkem"
+    digest = buildcache.key([(name, SOURCE / name) for name in SOURCES], [cc])
+    return buildcache.build("linkem", digest, run_make, quiet=quiet, label="linkem")[0] / "linkem"
 
 
 def unavailable() -> str | None:
@@ -129,10 +146,23 @@ class Tun:
         return f"--tun={self.side}:{NETNS_DIR}/{self.ns}:{self.dev}:{self.addr}"
 
 
+def write_log_meta(folder: Path, path) -> None:
+    """The path a per-packet log was taken on (path.json beside the log, for its readers)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"rate_bps": path.rate_bps, "delay_ns": path.delay_ns, "queue": str(path.queue),
+            "queue_packets": path.queue_packets if path.rate_bps else None,
+            "queue_bytes": path.queue_bytes if path.rate_bps else None, "loss": str(path.loss),
+            "jitter_ns": path.jitter_ns, "hops": path.hops, "mtu": path.mtu, "duplex": path.duplex,
+            "description": path.describe()}
+    (folder / "path.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
 @dataclass
 class Stats:
-    """What the emulator did: counters per direction ("forward", "reverse")."""
+    """What the emulator did: counters per direction ("forward", "reverse"); with a
+    per-packet log, its summary lines (log_summary)."""
     raw: dict
+    log_summary: list[str] | None = None
 
     def __getitem__(self, direction: str) -> dict:
         return self.raw[direction]
@@ -163,11 +193,14 @@ class Emulator:
     """One linkem process joining its Tun devices; running once constructed."""
 
     def __init__(self, name: str, tuns: list[Tun], path, seed: int = 1, stats: Path | None = None,
-                 realtime: bool = True, preexec_fn=None):
-        self.name, self.tuns, self.path, self.stats_path = name, tuns, path, stats
+                 realtime: bool = True, preexec_fn=None, log: Path | None = None):
+        self.name, self.tuns, self.path, self.stats_path, self.log = name, tuns, path, stats, log
         cmd = [str(build()), f"--name={name}", *(t.arg() for t in tuns), *path_args(path, seed)]
         if stats:
             cmd.append(f"--stats={stats}")
+        if log:
+            write_log_meta(Path(log), path)
+            cmd.append(f"--log={log}")
         if not realtime:
             cmd.append("--no-rt")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -212,6 +245,9 @@ class Emulator:
             raise LinkemError(self.name, (err.strip().splitlines() or
                                           [f"exited with status {self.proc.returncode}"])[-1])
         self.final = Stats(json.loads(lines[-1]))
+        if self.log:
+            from .. import linklog
+            self.final.log_summary = linklog.write_summary(self.log)
         return self.final
 
     def kill(self) -> None:

@@ -8,22 +8,22 @@
  * device reads crosses the forward path and is written to the side-b device
  * that holds its destination; the reverse path carries the answers back.
  *
- * A path is a pipeline of stages, one per hop: an optional link (drop-tail
- * queue in bytes and/or packets, serialisation at the rate, random loss
- * after it) then the hop's share of the one-way delay (plus up to --jitter,
- * order kept). Only the bottleneck hop (--bottleneck, default the middle)
- * has the rate, queue, loss and jitter; the others are fast (no
- * serialisation) and lossless. The reverse path has the same delays and
- * jitter, and with --duplex a link of its own like the forward one (the same
- * rate, queue and loss, its own state and random numbers); without, no link. Every packet enters at the path's start, so every stage
- * sees its arrivals in time order and a packet's exit time from each stage is
- * known when it arrives: the process computes it through the stages at once
- * and then only wakes (timerfd, CLOCK_MONOTONIC, absolute) to deliver it.
+ * The paths are linkem's core (core.h: stages, queue, loss, jitter, without a
+ * system call), one per direction; this file is the thin part around it:
+ * options, devices, and an epoll loop that reads packets in, pushes them into
+ * the core and writes out what is due, waking (timerfd, CLOCK_MONOTONIC,
+ * absolute) for the next delivery. The forward path's bottleneck hop
+ * (--bottleneck, default the middle) has the link (rate, queue, loss) and the
+ * jitter; the reverse path has the same delays and jitter, and with --duplex a
+ * link like the forward one (its own state and random numbers), without none.
  *
- * Counters per direction are written as JSON to --stats on SIGUSR1 and at
- * exit (SIGTERM, SIGINT, or the parent's death), and printed on stdout at
- * exit. "ready" on stdout once every device exists. Exit status 2: bad
- * arguments or a device that cannot be made.
+ * Counters per direction are written as JSON to --stats on SIGUSR1 and at exit
+ * (SIGTERM, SIGINT, or the parent's death), and printed on stdout at exit.
+ * --log DIR writes every packet's record (core.h: struct lk_record) to
+ * DIR/forward.linklog and DIR/reverse.linklog: a 16-byte header (the magic
+ * "LINKEMLG", the version and the record size, u32 each) then the records,
+ * written LOG_BATCH at a time and at exit. "ready" on stdout once every
+ * device exists. Exit status 2: bad arguments or a device that cannot be made.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -48,13 +48,13 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "core.h"
+
 #define MAX_TUNS 16
-#define MAX_HOPS 64
 #define READ_BATCH 256
 #define PKT_MAX 65536
-#define HELD_MAX_BYTES (1ULL << 30)     /* never hold more than this in flight */
-#define LATE_BINS 2000                  /* lateness histogram: 10 us bins up to 20 ms */
-#define LATE_BIN_NS 10000
+#define LOG_BATCH 8192                  /* records per write() of the per-packet log */
+#define LOG_VERSION 1
 
 static const char *prog_name = "linkem";
 
@@ -78,215 +78,7 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* ------------------------------------------------------------ random --- */
-
-/* xoshiro256**, seeded by splitmix64: fast, and the same sequence for a seed. */
-struct rng { uint64_t s[4]; };
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-static void rng_seed(struct rng *r, uint64_t seed)
-{
-	for (int i = 0; i < 4; i++)
-		r->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(struct rng *r)
-{
-	uint64_t *s = r->s, result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return result;
-}
-
-static double rng_unit(struct rng *r)     /* uniform in [0, 1) */
-{
-	return (rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-/* -------------------------------------------------------------- loss --- */
-
-/* Bernoulli (ge == 0: loss probability p) or Gilbert-Elliott: in state good
- * a packet is lost with probability `good`, in bad with `bad`; after each
- * packet good -> bad with probability p, bad -> good with r. */
-struct loss {
-	int ge;
-	double p, r, bad, good;
-	int in_bad;
-};
-
-static int loss_draw(struct loss *l, struct rng *rng)
-{
-	int lost;
-
-	if (!l->ge)
-		return l->p > 0 && rng_unit(rng) < l->p;
-	lost = rng_unit(rng) < (l->in_bad ? l->bad : l->good);
-	if (l->in_bad ? rng_unit(rng) < l->r : rng_unit(rng) < l->p)
-		l->in_bad = !l->in_bad;
-	return lost;
-}
-
-/* ------------------------------------------------------------- stages --- */
-
-/* Packets waiting for the link: a ring of (service start, length). */
-struct waiting {
-	int64_t *start;
-	uint32_t *len;
-	size_t cap, head, n;
-	uint64_t bytes;
-};
-
-static void waiting_push(struct waiting *w, int64_t start, uint32_t len)
-{
-	if (w->n == w->cap) {
-		size_t cap = w->cap ? 2 * w->cap : 1024;
-		int64_t *s = malloc(cap * sizeof(*s));
-		uint32_t *l = malloc(cap * sizeof(*l));
-
-		if (!s || !l)
-			die(1, "out of memory");
-		for (size_t i = 0; i < w->n; i++) {
-			s[i] = w->start[(w->head + i) % w->cap];
-			l[i] = w->len[(w->head + i) % w->cap];
-		}
-		free(w->start);
-		free(w->len);
-		w->start = s, w->len = l, w->cap = cap, w->head = 0;
-	}
-	w->start[(w->head + w->n) % w->cap] = start;
-	w->len[(w->head + w->n) % w->cap] = len;
-	w->n++;
-	w->bytes += len;
-}
-
-/* Forget the packets whose service has begun by time t. */
-static void waiting_trim(struct waiting *w, int64_t t)
-{
-	while (w->n && w->start[w->head] <= t) {
-		w->bytes -= w->len[w->head];
-		w->head = (w->head + 1) % w->cap;
-		w->n--;
-	}
-}
-
-struct counters {
-	uint64_t packets_in, bytes_in, forwarded, forwarded_bytes;
-	uint64_t queue_drops, queue_drop_bytes, random_losses, random_loss_bytes;
-	uint64_t too_big, unroutable, overflow, write_errors;
-	uint64_t queue_max_bytes, queue_max_packets;
-	uint64_t late[LATE_BINS + 1];          /* delivery - due, 10 us bins; last: beyond */
-	int64_t late_max;
-};
-
-/* One hop: a link (if rate_bps) and then the propagation delay. */
-struct stage {
-	uint64_t rate_bps;                     /* 0: no link (fast) */
-	uint64_t queue_bytes, queue_packets;   /* drop-tail limits of the waiting packets; 0: none */
-	struct loss loss;
-	int64_t delay_ns, jitter_ns;
-	int64_t busy_until, last_exit;
-	struct waiting wait;
-};
-
-enum verdict { PASS, QUEUE_DROP, RANDOM_LOSS };
-
-/* The time a packet arriving at `t` leaves the stage (through *t), or why it does not. */
-static enum verdict stage_pass(struct stage *s, int64_t *t, uint32_t len, struct rng *rng,
-			       struct counters *c)
-{
-	int64_t at = *t, exit = at;
-
-	if (s->rate_bps) {
-		int64_t start = s->busy_until > at ? s->busy_until : at;
-
-		waiting_trim(&s->wait, at);
-		if (start > at) {                  /* the link is busy: the packet waits */
-			if ((s->queue_packets && s->wait.n + 1 > s->queue_packets) ||
-			    (s->queue_bytes && s->wait.bytes + len > s->queue_bytes))
-				return QUEUE_DROP;
-			waiting_push(&s->wait, start, len);
-			if (s->wait.bytes > c->queue_max_bytes)
-				c->queue_max_bytes = s->wait.bytes;
-			if (s->wait.n > c->queue_max_packets)
-				c->queue_max_packets = s->wait.n;
-		}
-		s->busy_until = start + (int64_t)((uint64_t)len * 8000000000ULL / s->rate_bps);
-		exit = s->busy_until;
-	}
-	if (loss_draw(&s->loss, rng))              /* lost on the wire, after using the link */
-		return RANDOM_LOSS;
-	exit += s->delay_ns;
-	if (s->jitter_ns)
-		exit += (int64_t)(rng_unit(rng) * (double)(s->jitter_ns + 1));
-	if (exit < s->last_exit)               /* jitter never reorders */
-		exit = s->last_exit;
-	s->last_exit = exit;
-	*t = exit;
-	return PASS;
-}
-
-/* ------------------------------------------------------------ packets --- */
-
-struct pkt {
-	int64_t due;
-	int out;                               /* index of the TUN it goes to */
-	uint32_t len;
-	unsigned char data[];
-};
-
-/* Packets in flight on one direction, in delivery order. */
-struct fifo {
-	struct pkt **p;
-	size_t cap, head, n;
-	uint64_t bytes;
-};
-
-static void fifo_push(struct fifo *f, struct pkt *p)
-{
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 4096;
-		struct pkt **q = malloc(cap * sizeof(*q));
-
-		if (!q)
-			die(1, "out of memory");
-		for (size_t i = 0; i < f->n; i++)
-			q[i] = f->p[(f->head + i) % f->cap];
-		free(f->p);
-		f->p = q, f->cap = cap, f->head = 0;
-	}
-	f->p[(f->head + f->n) % f->cap] = p;
-	f->n++;
-	f->bytes += p->len;
-}
-
-static struct pkt *fifo_front(struct fifo *f) { return f->n ? f->p[f->head] : NULL; }
-
-static struct pkt *fifo_pop(struct fifo *f)
-{
-	struct pkt *p = f->p[f->head];
-
-	f->head = (f->head + 1) % f->cap;
-	f->n--;
-	f->bytes -= p->len;
-	return p;
-}
-
-/* ---------------------------------------------------------- the paths --- */
+/* ------------------------------------------------------------- state --- */
 
 struct tun {
 	int side;                              /* 0: a (senders), 1: b (receivers) */
@@ -296,183 +88,182 @@ struct tun {
 	uint32_t addr;                         /* network order */
 };
 
-struct direction {
-	const char *name;
-	struct stage stages[MAX_HOPS];
-	int nstages;
-	struct fifo flight;
-	struct counters c;
-	struct rng rng;
+/* One direction's per-packet log: records buffered, written LOG_BATCH at a time. */
+struct log {
+	int fd;                                /* -1: no log */
+	struct lk_record *buf;
+	size_t n;
+	uint64_t write_errors;
 };
 
-static struct tun tuns[MAX_TUNS];
-static int ntuns;
-static struct direction dirs[2] = {{.name = "forward"}, {.name = "reverse"}};
-static uint32_t mtu = 1500;
+/* A long sleep on this kind of VM wakes 50-200 us late (an idle vCPU's exit),
+ * a short one (< LONG_SLEEP_NS) 30-40 us: before a long sleep the timer is set
+ * `margin` early and, once it fires, the rest until that delivery is spent
+ * polling the devices; short sleeps are not shortened, so dense traffic costs
+ * no spinning. The margin is the largest oversleep of the last MARGIN_WINDOW
+ * long sleeps plus 20 us, between 30 and 300 us. */
+#define LONG_SLEEP_NS 1000000
+#define MARGIN_WINDOW 64
+#define MARGIN_MIN_NS 30000
+#define MARGIN_MAX_NS 300000
 
-static int route(int to_side, const unsigned char *ip, uint32_t len)
+struct waker {
+	int64_t oversleep[MARGIN_WINDOW];
+	int next;
+	int64_t margin;
+	int64_t armed, armed_for;              /* the timer's time, and the delivery it is for */
+	int64_t spin_until;                    /* woken early: poll the devices until this due time */
+};
+
+struct emulator {
+	struct tun tuns[MAX_TUNS];
+	int ntuns;
+	struct lk_dir *dirs[2];                /* forward (from side a), reverse */
+	struct log logs[2];
+	const char *stats_path, *log_dir;
+	int realtime, running;
+	int64_t started_ns;
+	int ep, tfd, sfd;
+	struct waker waker;
+	unsigned char buf[PKT_MAX];
+};
+
+static const char *const DIR_NAMES[2] = {"forward", "reverse"};
+
+/* ------------------------------------------------------------- paths --- */
+
+static int route(const struct emulator *e, int to_side, const unsigned char *ip, uint32_t len)
 {
 	uint32_t dst;
 
 	if (len < 20 || (ip[0] >> 4) != 4)
 		return -1;
 	memcpy(&dst, ip + 16, 4);
-	for (int i = 0; i < ntuns; i++)
-		if (tuns[i].side == to_side && tuns[i].addr == dst)
+	for (int i = 0; i < e->ntuns; i++)
+		if (e->tuns[i].side == to_side && e->tuns[i].addr == dst)
 			return i;
 	return -1;
 }
 
-/* A packet read from a side-`from` device at `t` enters direction `from`. */
-static void admit(int from, const unsigned char *buf, uint32_t len, int64_t t)
+static void log_flush(struct log *l)
 {
-	struct direction *d = &dirs[from];
-	struct counters *c = &d->c;
-	int64_t due = t;
-	int out;
-	struct pkt *p;
+	size_t bytes = l->n * sizeof(*l->buf);
 
-	c->packets_in++;
-	c->bytes_in += len;
-	if (len > mtu) {
-		c->too_big++;
-		return;
-	}
-	out = route(!from, buf, len);
-	if (out < 0) {
-		c->unroutable++;
-		return;
-	}
-	for (int i = 0; i < d->nstages; i++) {
-		switch (stage_pass(&d->stages[i], &due, len, &d->rng, c)) {
-		case PASS:
-			continue;
-		case QUEUE_DROP:
-			c->queue_drops++;
-			c->queue_drop_bytes += len;
-			return;
-		case RANDOM_LOSS:
-			c->random_losses++;
-			c->random_loss_bytes += len;
-			return;
-		}
-	}
-	if (d->flight.bytes + len > HELD_MAX_BYTES || !(p = malloc(sizeof(*p) + len))) {
-		c->overflow++;
-		return;
-	}
-	p->due = due;
-	p->out = out;
-	p->len = len;
-	memcpy(p->data, buf, len);
-	fifo_push(&d->flight, p);
+	if (l->fd >= 0 && l->n && write(l->fd, l->buf, bytes) != (ssize_t)bytes)
+		l->write_errors++;
+	l->n = 0;
 }
 
-static void deliver_due(int64_t now)
+/* A packet read from a side-`from` device at `t` enters direction `from`. */
+static void admit(struct emulator *e, int from, const unsigned char *data, uint32_t len, int64_t t)
+{
+	struct log *l = &e->logs[from];
+	int out = route(e, !from, data, len);
+
+	if (l->fd < 0) {
+		lk_dir_push(e->dirs[from], t, data, len, out, NULL);
+		return;
+	}
+	lk_dir_push(e->dirs[from], t, data, len, out, &l->buf[l->n++]);
+	if (l->n == LOG_BATCH)
+		log_flush(l);
+}
+
+static void deliver_due(struct emulator *e, int64_t now)
 {
 	for (int k = 0; k < 2; k++) {
-		struct direction *d = &dirs[k];
-		struct pkt *p;
+		struct lk_counters *c = lk_dir_counters(e->dirs[k]);
+		struct lk_packet *p;
 
-		while ((p = fifo_front(&d->flight)) && p->due <= now) {
-			int64_t late = now - p->due;
-
-			fifo_pop(&d->flight);
-			if (write(tuns[p->out].fd, p->data, p->len) == (ssize_t)p->len) {
-				d->c.forwarded++;
-				d->c.forwarded_bytes += p->len;
+		while ((p = lk_dir_pop_due(e->dirs[k], now))) {
+			if (write(e->tuns[p->out].fd, p->data, p->len) == (ssize_t)p->len) {
+				c->forwarded++;
+				c->forwarded_bytes += p->len;
 			} else {
-				d->c.write_errors++;
+				c->write_errors++;
 			}
-			d->c.late[late / LATE_BIN_NS < LATE_BINS ? late / LATE_BIN_NS : LATE_BINS]++;
-			if (late > d->c.late_max)
-				d->c.late_max = late;
 			free(p);
 		}
 	}
 }
 
-static int64_t next_due(void)
+static int64_t next_due(const struct emulator *e)
 {
-	int64_t next = INT64_MAX;
+	int64_t a = lk_dir_next(e->dirs[0]), b = lk_dir_next(e->dirs[1]);
 
-	for (int k = 0; k < 2; k++) {
-		struct pkt *p = fifo_front(&dirs[k].flight);
-
-		if (p && p->due < next)
-			next = p->due;
-	}
-	return next;
+	return a < b ? a : b;
 }
 
 /* --------------------------------------------------------------- stats --- */
 
-static int64_t started_ns;
-static int realtime;
-static const char *stats_path;
-
-static double late_quantile(const struct counters *c, double q)
-{
-	uint64_t total = 0, seen = 0;
-
-	for (int i = 0; i <= LATE_BINS; i++)
-		total += c->late[i];
-	if (!total)
-		return 0;
-	for (int i = 0; i <= LATE_BINS; i++) {
-		seen += c->late[i];
-		if (seen >= q * total)
-			return (i + 1) * (LATE_BIN_NS / 1000.0);
-	}
-	return LATE_BINS * (LATE_BIN_NS / 1000.0);
-}
-
-static void write_counters(FILE *f, const struct counters *c)
+static void write_counters(FILE *f, const struct lk_counters *c, const struct log *l)
 {
 	fprintf(f, "{\"packets_in\": %lu, \"bytes_in\": %lu, \"forwarded\": %lu, "
 		"\"forwarded_bytes\": %lu, \"queue_drops\": %lu, \"queue_drop_bytes\": %lu, "
 		"\"random_losses\": %lu, \"random_loss_bytes\": %lu, \"too_big\": %lu, "
 		"\"unroutable\": %lu, \"overflow\": %lu, \"write_errors\": %lu, "
 		"\"queue_max_bytes\": %lu, \"queue_max_packets\": %lu, "
-		"\"late_p50_us\": %.0f, \"late_p99_us\": %.0f, \"late_max_us\": %.1f}",
+		"\"late_p50_us\": %.0f, \"late_p99_us\": %.0f, \"late_max_us\": %.1f, "
+		"\"log_write_errors\": %lu}",
 		c->packets_in, c->bytes_in, c->forwarded, c->forwarded_bytes, c->queue_drops,
 		c->queue_drop_bytes, c->random_losses, c->random_loss_bytes, c->too_big,
 		c->unroutable, c->overflow, c->write_errors, c->queue_max_bytes,
-		c->queue_max_packets, late_quantile(c, 0.5), late_quantile(c, 0.99),
-		c->late_max / 1000.0);
+		c->queue_max_packets, lk_late_quantile(c, 0.5), lk_late_quantile(c, 0.99),
+		c->late_max / 1000.0, l->write_errors);
 }
 
-static void write_stats(FILE *f)
+static void write_stats(const struct emulator *e, FILE *f)
 {
 	struct rusage ru;
 
 	getrusage(RUSAGE_SELF, &ru);
 	fprintf(f, "{\"elapsed_s\": %.6f, \"cpu_s\": %.6f, \"cpu_user_s\": %.6f, \"sched_fifo\": %s, "
-		"\"held_packets\": [%zu, %zu], ", (now_ns() - started_ns) / 1e9,
+		"\"held_packets\": [%lu, %lu], ", (now_ns() - e->started_ns) / 1e9,
 		ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
-		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, realtime ? "true" : "false",
-		dirs[0].flight.n, dirs[1].flight.n);
+		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, e->realtime ? "true" : "false",
+		lk_dir_held(e->dirs[0]), lk_dir_held(e->dirs[1]));
 	for (int k = 0; k < 2; k++) {
-		fprintf(f, "\"%s\": ", dirs[k].name);
-		write_counters(f, &dirs[k].c);
+		fprintf(f, "\"%s\": ", DIR_NAMES[k]);
+		write_counters(f, lk_dir_counters(e->dirs[k]), &e->logs[k]);
 		fputs(k ? "}\n" : ", ", f);
 	}
 }
 
-static void save_stats(void)
+/* The stats file (written whole, then renamed) and what the logs hold so far. */
+static void save(struct emulator *e)
 {
 	char tmp[4096];
 	FILE *f;
 
-	if (!stats_path)
+	for (int k = 0; k < 2; k++)
+		log_flush(&e->logs[k]);
+	if (!e->stats_path)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", stats_path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", e->stats_path);
 	f = fopen(tmp, "w");
 	if (!f)
 		return;
-	write_stats(f);
+	write_stats(e, f);
 	if (fclose(f) == 0)
-		rename(tmp, stats_path);
+		rename(tmp, e->stats_path);
+}
+
+static void open_logs(struct emulator *e)
+{
+	for (int k = 0; k < 2; k++) {
+		struct log *l = &e->logs[k];
+		char path[4096];
+		uint32_t header[4] = {0, 0, LOG_VERSION, sizeof(struct lk_record)};
+
+		memcpy(header, "LINKEMLG", 8);
+		snprintf(path, sizeof(path), "%s/%s.linklog", e->log_dir, DIR_NAMES[k]);
+		l->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (l->fd < 0)
+			die(2, "--log %s: %s", path, strerror(errno));
+		l->buf = malloc(LOG_BATCH * sizeof(*l->buf));
+		if (!l->buf || write(l->fd, header, sizeof(header)) != sizeof(header))
+			die(2, "--log %s: cannot write", path);
+	}
 }
 
 /* ------------------------------------------------------------ devices --- */
@@ -506,17 +297,17 @@ static int open_tun(const char *ns, const char *name, int home)
 }
 
 /* --tun SIDE:NS:NAME:ADDR */
-static void add_tun(const char *spec)
+static void add_tun(struct emulator *e, const char *spec)
 {
 	char *copy = strdup(spec), *side, *ns, *name, *addr, *rest = copy;
-	struct tun *t = &tuns[ntuns];
+	struct tun *t = &e->tuns[e->ntuns];
 
+	if (e->ntuns == MAX_TUNS)
+		die(2, "--tun: at most %d devices", MAX_TUNS);
 	side = strsep(&rest, ":");
 	ns = strsep(&rest, ":");
 	name = strsep(&rest, ":");
 	addr = rest;
-	if (ntuns == MAX_TUNS)
-		die(2, "--tun: at most %d devices", MAX_TUNS);
 	if (!addr || (strcmp(side, "a") && strcmp(side, "b")) || !*ns || !*name ||
 	    strlen(name) >= IFNAMSIZ || inet_pton(AF_INET, addr, &t->addr) != 1)
 		die(2, "--tun %s: use a|b:NETNS-PATH|-:DEVICE:IPV4", spec);
@@ -524,16 +315,15 @@ static void add_tun(const char *spec)
 	snprintf(t->name, IFNAMSIZ, "%s", name);
 	t->ns = ns;                            /* in `copy`, kept for the process's life */
 	t->fd = -1;                            /* opened once every option is read */
-	ntuns++;
+	e->ntuns++;
 }
 
 /* ----------------------------------------------------------- options --- */
 
-struct path_opts {
-	uint64_t rate, queue_bytes, queue_packets, seed;
-	int64_t delay, jitter;
-	int hops, bottleneck, duplex;
-	struct loss loss;
+struct options {
+	struct lk_config link;                 /* the forward direction's */
+	uint64_t seed;
+	int duplex, want_rt;
 };
 
 static uint64_t number(const char *opt, const char *text, uint64_t max)
@@ -559,7 +349,7 @@ static double probability(const char *opt, const char *text)
 }
 
 /* --ge P,R,BAD,GOOD */
-static void parse_ge(struct loss *l, const char *text)
+static struct lk_loss parse_ge(const char *text)
 {
 	char *copy = strdup(text), *rest = copy;
 	double v[4];
@@ -573,37 +363,8 @@ static void parse_ge(struct loss *l, const char *text)
 	}
 	if (rest)
 		die(2, "--ge %s: P,R,BAD,GOOD (four probabilities)", text);
-	*l = (struct loss){.ge = 1, .p = v[0], .r = v[1], .bad = v[2], .good = v[3]};
 	free(copy);
-}
-
-/* Forward: hop `bottleneck` has the link; every hop a share of the delay.
- * Reverse: the hops in the other order, the link only when duplex. Jitter on
- * the bottleneck hop, both ways. */
-static void build_paths(const struct path_opts *o)
-{
-	for (int k = 0; k < 2; k++) {
-		struct direction *d = &dirs[k];
-
-		d->nstages = o->hops;
-		for (int i = 0; i < o->hops; i++) {
-			int hop = k ? o->hops - 1 - i : i;
-			struct stage *s = &d->stages[i];
-
-			memset(s, 0, sizeof(*s));
-			s->delay_ns = o->delay / o->hops + (hop == o->hops - 1 ? o->delay % o->hops : 0);
-			if (hop != o->bottleneck)
-				continue;
-			s->jitter_ns = o->jitter;
-			if (k == 0 || o->duplex) {
-				s->rate_bps = o->rate;
-				s->queue_bytes = o->queue_bytes;
-				s->queue_packets = o->queue_packets;
-				s->loss = o->loss;
-			}
-		}
-		rng_seed(&d->rng, o->seed * 2 + k);
-	}
+	return (struct lk_loss){.ge = 1, .p = v[0], .r = v[1], .bad = v[2], .good = v[3]};
 }
 
 static void usage(void)
@@ -612,75 +373,74 @@ static void usage(void)
 		"usage: linkem --tun a|b:NETNS:DEVICE:IPV4 ... [--delay NS] [--jitter NS] [--rate BPS]\n"
 		"              [--queue-bytes N] [--queue-packets N] [--loss P | --ge P,R,BAD,GOOD]\n"
 		"              [--hops N] [--bottleneck I] [--duplex] [--mtu N] [--seed N] [--stats FILE]\n"
-		"              [--no-rt]\n");
+		"              [--log DIR] [--no-rt]\n");
 	exit(2);
 }
 
-static void parse(int argc, char **argv, struct path_opts *o, int *want_rt)
+static void parse(int argc, char **argv, struct emulator *e, struct options *o)
 {
 	static const struct option longs[] = {
 		{"tun", 1, 0, 't'}, {"delay", 1, 0, 'd'}, {"jitter", 1, 0, 'j'}, {"rate", 1, 0, 'r'},
 		{"queue-bytes", 1, 0, 'B'}, {"queue-packets", 1, 0, 'P'}, {"loss", 1, 0, 'l'},
 		{"ge", 1, 0, 'g'}, {"hops", 1, 0, 'h'}, {"bottleneck", 1, 0, 'b'}, {"mtu", 1, 0, 'm'},
 		{"seed", 1, 0, 's'}, {"stats", 1, 0, 'S'}, {"no-rt", 0, 0, 'n'}, {"name", 1, 0, 'N'},
-		{"duplex", 0, 0, 'D'},
-		{0, 0, 0, 0}};
+		{"duplex", 0, 0, 'D'}, {"log", 1, 0, 'L'}, {0, 0, 0, 0}};
+	struct lk_config *l = &o->link;
 	int opt;
 
-	*o = (struct path_opts){.hops = 1, .bottleneck = -1, .seed = 1};
+	*o = (struct options){.link = {.hops = 1, .bottleneck = -1, .mtu = 1500}, .seed = 1, .want_rt = 1};
 	while ((opt = getopt_long(argc, argv, "", longs, NULL)) != -1) {
 		switch (opt) {
-		case 't': add_tun(optarg); break;
-		case 'd': o->delay = number("delay", optarg, 100000000000ULL); break;
-		case 'j': o->jitter = number("jitter", optarg, 10000000000ULL); break;
-		case 'r': o->rate = number("rate", optarg, 1000000000000ULL); break;
-		case 'B': o->queue_bytes = number("queue-bytes", optarg, 1ULL << 40); break;
-		case 'P': o->queue_packets = number("queue-packets", optarg, 1ULL << 32); break;
-		case 'l': o->loss = (struct loss){.p = probability("loss", optarg)}; break;
-		case 'g': parse_ge(&o->loss, optarg); break;
-		case 'h': o->hops = number("hops", optarg, MAX_HOPS); break;
-		case 'b': o->bottleneck = number("bottleneck", optarg, MAX_HOPS); break;
-		case 'm': mtu = number("mtu", optarg, PKT_MAX); break;
+		case 't': add_tun(e, optarg); break;
+		case 'd': l->delay_ns = number("delay", optarg, 100000000000ULL); break;
+		case 'j': l->jitter_ns = number("jitter", optarg, 10000000000ULL); break;
+		case 'r': l->rate_bps = number("rate", optarg, 1000000000000ULL); break;
+		case 'B': l->queue_bytes = number("queue-bytes", optarg, 1ULL << 40); break;
+		case 'P': l->queue_packets = number("queue-packets", optarg, 1ULL << 32); break;
+		case 'l': l->loss = (struct lk_loss){.p = probability("loss", optarg)}; break;
+		case 'g': l->loss = parse_ge(optarg); break;
+		case 'h': l->hops = number("hops", optarg, LK_MAX_HOPS); break;
+		case 'b': l->bottleneck = number("bottleneck", optarg, LK_MAX_HOPS); break;
+		case 'm': l->mtu = number("mtu", optarg, PKT_MAX); break;
 		case 's': o->seed = number("seed", optarg, UINT64_MAX >> 2); break;
-		case 'S': stats_path = optarg; break;
-		case 'n': *want_rt = 0; break;
+		case 'S': e->stats_path = optarg; break;
+		case 'L': e->log_dir = optarg; break;
+		case 'n': o->want_rt = 0; break;
 		case 'N': prog_name = optarg; break;
 		case 'D': o->duplex = 1; break;
 		default: usage();
 		}
 	}
-	if (optind != argc || ntuns < 2)
+	if (optind != argc || e->ntuns < 2)
 		usage();
-	if (o->hops < 1)
-		die(2, "--hops %d: at least 1", o->hops);
-	if (o->bottleneck < 0)
-		o->bottleneck = o->hops / 2;
-	if (o->bottleneck >= o->hops)
-		die(2, "--bottleneck %d: a hop from 0 to %d", o->bottleneck, o->hops - 1);
-	if (mtu < 68)
-		die(2, "--mtu %u: at least 68", mtu);
+	if (l->hops < 1)
+		die(2, "--hops %d: at least 1", l->hops);
+	if (l->bottleneck < 0)
+		l->bottleneck = l->hops / 2;
+	if (l->bottleneck >= l->hops)
+		die(2, "--bottleneck %d: a hop from 0 to %d", l->bottleneck, l->hops - 1);
+	if (l->mtu < 68)
+		die(2, "--mtu %u: at least 68", l->mtu);
 }
 
-/* ---------------------------------------------------------------- main --- */
+/* The reverse direction: the hops in the other order, the same delays and jitter,
+ * and the forward link only when duplex. */
+static void build_paths(struct emulator *e, const struct options *o)
+{
+	struct lk_config back = o->link;
 
-/* A long sleep on this kind of VM wakes 50-200 us late (an idle vCPU's exit),
- * a short one (< LONG_SLEEP_NS) 30-40 us: before a long sleep the timer is set
- * `margin` early and, once it fires, the rest until that delivery is spent
- * polling the devices; short sleeps are not shortened, so dense traffic costs
- * no spinning. The margin is the largest oversleep of the last MARGIN_WINDOW
- * long sleeps plus 20 us, between 30 and 300 us. */
-#define LONG_SLEEP_NS 1000000
-#define MARGIN_WINDOW 64
-#define MARGIN_MIN_NS 30000
-#define MARGIN_MAX_NS 300000
+	back.reverse = 1;
+	if (!o->duplex) {
+		back.rate_bps = back.queue_bytes = back.queue_packets = 0;
+		back.loss = (struct lk_loss){0};
+	}
+	e->dirs[0] = lk_dir_new(&o->link, o->seed * 2);
+	e->dirs[1] = lk_dir_new(&back, o->seed * 2 + 1);
+	if (!e->dirs[0] || !e->dirs[1])
+		die(1, "out of memory");
+}
 
-struct waker {
-	int64_t oversleep[MARGIN_WINDOW];
-	int next;
-	int64_t margin;
-	int64_t armed, armed_for;              /* the timer's time, and the delivery it is for */
-	int64_t spin_until;                    /* woken early: poll the devices until this due time */
-};
+/* ---------------------------------------------------------------- loop --- */
 
 static void waker_learn(struct waker *w, int64_t late)
 {
@@ -717,86 +477,107 @@ static void arm(int tfd, struct waker *w, int64_t due, int64_t now)
 	w->armed_for = due;
 }
 
-static void read_tun(int i, unsigned char *buf)
+static void read_tun(struct emulator *e, int i)
 {
 	for (int n = 0; n < READ_BATCH; n++) {
-		ssize_t len = read(tuns[i].fd, buf, PKT_MAX);
+		ssize_t len = read(e->tuns[i].fd, e->buf, PKT_MAX);
 
 		if (len <= 0)
 			return;
-		admit(tuns[i].side, buf, (uint32_t)len, now_ns());
+		admit(e, e->tuns[i].side, e->buf, (uint32_t)len, now_ns());
 	}
 }
 
-static int ep, tfd, sfd, running = 1;
-static unsigned char buf[PKT_MAX];
+static void timer_fired(struct emulator *e)
+{
+	struct waker *w = &e->waker;
+	uint64_t expirations;
 
-/* Handle what epoll reported (timeout_ms: -1 sleep, 0 poll); returns events seen. */
-static int poll_once(int timeout_ms, struct waker *w)
+	if (read(e->tfd, &expirations, sizeof(expirations)) > 0) {
+		if (w->armed != INT64_MAX) {
+			waker_learn(w, now_ns() - w->armed);
+			w->spin_until = w->armed_for;
+		}
+		w->armed_for = INT64_MAX;
+	}
+}
+
+/* Handle what epoll reported (timeout_ms: -1 sleep, 0 poll). */
+static void poll_once(struct emulator *e, int timeout_ms)
 {
 	struct epoll_event evs[MAX_TUNS + 2];
-	int n = epoll_wait(ep, evs, MAX_TUNS + 2, timeout_ms);
+	int n = epoll_wait(e->ep, evs, MAX_TUNS + 2, timeout_ms);
 
 	if (n < 0 && errno != EINTR)
 		die(1, "epoll_wait: %s", strerror(errno));
 	for (int i = 0; i < n; i++) {
 		uint32_t what = evs[i].data.u32;
+		struct signalfd_siginfo si;
 
 		if (what < MAX_TUNS) {
-			read_tun(what, buf);
+			read_tun(e, what);
 		} else if (what == MAX_TUNS) {
-			uint64_t expirations;
-
-			if (read(tfd, &expirations, sizeof(expirations)) > 0) {
-				if (w->armed != INT64_MAX) {
-					waker_learn(w, now_ns() - w->armed);
-					w->spin_until = w->armed_for;
-				}
-				w->armed_for = INT64_MAX;
-			}
+			timer_fired(e);
 		} else {
-			struct signalfd_siginfo si;
-
-			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			while (read(e->sfd, &si, sizeof(si)) == sizeof(si)) {
 				if (si.ssi_signo == SIGUSR1)
-					save_stats();
+					save(e);
 				else
-					running = 0;
+					e->running = 0;
 			}
 		}
 	}
-	return n;
 }
 
-static void setup_events(sigset_t *sigs)
+static void setup_events(struct emulator *e, sigset_t *sigs)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	sfd = signalfd(-1, sigs, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (ep < 0 || tfd < 0 || sfd < 0)
+	e->ep = epoll_create1(EPOLL_CLOEXEC);
+	e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	e->sfd = signalfd(-1, sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (e->ep < 0 || e->tfd < 0 || e->sfd < 0)
 		die(1, "epoll/timerfd/signalfd: %s", strerror(errno));
-	for (int i = 0; i < ntuns; i++) {
+	for (int i = 0; i < e->ntuns; i++) {
 		ev.data.u32 = i;
-		epoll_ctl(ep, EPOLL_CTL_ADD, tuns[i].fd, &ev);
+		epoll_ctl(e->ep, EPOLL_CTL_ADD, e->tuns[i].fd, &ev);
 	}
 	ev.data.u32 = MAX_TUNS;
-	epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+	epoll_ctl(e->ep, EPOLL_CTL_ADD, e->tfd, &ev);
 	ev.data.u32 = MAX_TUNS + 1;
-	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+	epoll_ctl(e->ep, EPOLL_CTL_ADD, e->sfd, &ev);
+}
+
+static void run(struct emulator *e)
+{
+	struct waker *w = &e->waker;
+
+	*w = (struct waker){.margin = 200000, .armed = INT64_MAX, .armed_for = INT64_MAX,
+			    .spin_until = INT64_MIN};
+	while (e->running) {
+		int64_t next = next_due(e), now = now_ns();
+
+		if (next <= w->spin_until && next > now) {
+			poll_once(e, 0);               /* woken early: poll the devices until due */
+		} else {
+			w->spin_until = INT64_MIN;
+			arm(e->tfd, w, next, now);
+			poll_once(e, -1);
+		}
+		deliver_due(e, now_ns());
+	}
 }
 
 int main(int argc, char **argv)
 {
-	struct path_opts o;
-	struct waker w = {.margin = 200000, .armed = INT64_MAX, .armed_for = INT64_MAX,
-			  .spin_until = INT64_MIN};
-	int want_rt = 1, home;
+	static struct emulator emulator = {.logs = {{.fd = -1}, {.fd = -1}}, .running = 1};
+	struct emulator *e = &emulator;
+	struct options o;
 	sigset_t sigs;
+	int home;
 
-	parse(argc, argv, &o, &want_rt);
-	build_paths(&o);
+	parse(argc, argv, e, &o);
+	build_paths(e, &o);
 	/* Die with the process that started us: nothing of a run outlives it. */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	sigemptyset(&sigs);
@@ -807,36 +588,26 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	if (getppid() == 1)
 		return 0;
+	if (e->log_dir)
+		open_logs(e);
 	home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (home < 0)
 		die(2, "/proc/self/ns/net: %s", strerror(errno));
-	for (int i = 0; i < ntuns; i++)
-		tuns[i].fd = open_tun(tuns[i].ns, tuns[i].name, home);
+	for (int i = 0; i < e->ntuns; i++)
+		e->tuns[i].fd = open_tun(e->tuns[i].ns, e->tuns[i].name, home);
 	close(home);
-	setup_events(&sigs);
-	if (want_rt) {
+	setup_events(e, &sigs);
+	if (o.want_rt) {
 		struct sched_param sp = {.sched_priority = 20};
 
-		realtime = sched_setscheduler(0, SCHED_FIFO, &sp) == 0;
+		e->realtime = sched_setscheduler(0, SCHED_FIFO, &sp) == 0;
 	}
 	prctl(PR_SET_TIMERSLACK, 1UL);
-	started_ns = now_ns();
-	printf("ready sched_fifo=%d\n", realtime);
+	e->started_ns = now_ns();
+	printf("ready sched_fifo=%d\n", e->realtime);
 	fflush(stdout);
-
-	while (running) {
-		int64_t next = next_due(), now = now_ns();
-
-		if (next <= w.spin_until && next > now) {
-			poll_once(0, &w);              /* woken early: poll the devices until due */
-		} else {
-			w.spin_until = INT64_MIN;
-			arm(tfd, &w, next, now);
-			poll_once(-1, &w);
-		}
-		deliver_due(now_ns());
-	}
-	save_stats();
-	write_stats(stdout);
+	run(e);
+	save(e);
+	write_stats(e, stdout);
 	return 0;
 }

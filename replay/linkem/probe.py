@@ -8,7 +8,10 @@
 Every datagram carries its sequence number and the CLOCK_MONOTONIC time it was
 sent; both ends of a path on one machine share that clock, so `recv` records
 each datagram's one-way delay: rows (seq, sent_ns, received_ns, bytes), in
-arrival order, saved as .npy once no datagram came for --idle seconds.  `ping`
+arrival order, saved as .npy once no datagram came for --idle seconds.  Its
+received_ns is the kernel's receive timestamp (SO_TIMESTAMPNS, moved from
+CLOCK_REALTIME to CLOCK_MONOTONIC), so a receiver scheduled late on a busy
+machine does not lengthen the delay it measures.  `ping`
 records round trips through `echo` (rows: seq, sent_ns, rtt_ns).  `recv` and
 `echo` print `ready` once bound.
 """
@@ -30,19 +33,39 @@ def _addr(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+TIMESPEC = struct.Struct("@qq")
+
+
+def realtime_offset_ns() -> int:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest of a few back-to-back readings."""
+    best = None
+    for _ in range(20):
+        a, real, b = time.monotonic_ns(), time.time_ns(), time.monotonic_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, real - (a + b) // 2)
+    return best[1]
+
+
 def recv(bind: str, out: str, idle_s: float, count: int | None) -> int:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind(_addr(bind))
+    offset = realtime_offset_ns()
     print("ready", flush=True)
     rows, buf = [], bytearray(65536)
     sock.settimeout(None)
     while count is None or len(rows) < count:
         try:
-            n = sock.recv_into(buf)
+            n, ancillary, _, _ = sock.recvmsg_into([buf], 64)
         except TimeoutError:
             break
         got = time.monotonic_ns()
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = TIMESPEC.unpack_from(data)
+                got = sec * 1_000_000_000 + nsec - offset
         seq, sent = HEADER.unpack_from(buf)
         rows.append((seq, sent, got, n))
         sock.settimeout(idle_s)
