@@ -8,6 +8,9 @@ Cases, interleaved (every case once per round, rounds repeated --runs times):
              target p50 within 1 % of 60 ms, p99 within +2 ms;
 * rtt-1cpu   the same with the emulator and both probes on one CPU (no wake-up
              of an idle CPU between them: what that costs on this VM);
+* rtt-path   the same ping run by `magnet path` (the echo its server, ready once bound;
+             the ping its client): target p50 within 1 % of 60 ms, as `rtt` (magnet
+             path adds nothing to the path); also the RTT magnet path printed;
 * veth       the same probes over a plain veth pair: the probes' own round trip;
 * tcp-10M, tcp-100M  iperf3 (cubic, 10 s) through one emulated hop of 10 or 100
              Mbit/s, 30 ms one way, a one-BDP drop-tail queue: target >= 90 % of
@@ -16,6 +19,8 @@ Cases, interleaved (every case once per round, rounds repeated --runs times):
              done inside its writes to the TUN devices, the receiver's and the
              sender's; its user time alone is the emulation): target <= 30 % of a core.
 
+--log makes every emulator write its per-packet log (replay.linklog), to measure what
+it costs; MAGNET_LINKEM=BINARY runs another build of linkem (A/B comparisons).
 Root, /dev/net/tun and iperf3 are needed.  The table gives medians over the
 rounds with [min, max]; results.csv every run; README.md the load of the
 machine before and after (it is shared: say what else ran).
@@ -49,10 +54,14 @@ PROBE = [sys.executable, "-m", "magnet.replay.linkem.probe"]
 FAMILY = "mgbl"
 
 
+LOG = {"on": False}                 # --log: every emulator writes its per-packet log
+
+
 @contextmanager
 def one_path(work: Path, rate_bps: int | None):
     path = NetPath(rate_bps=rate_bps, delay_ns=DELAY_NS, queue=knobs.queue("1bdp") if rate_bps else knobs.queue("1000p"))
-    with wan.build(f"{FAMILY}{os.getpid()}", Scenario(stacks=1, path=(path,)), work) as net:
+    with wan.build(f"{FAMILY}{os.getpid()}", Scenario(stacks=1, path=(path,)), work,
+                   log_dir=work / "log" if LOG["on"] else None) as net:
         yield net
 
 
@@ -85,6 +94,23 @@ def rtt_case(work: Path, count: int, one_cpu: bool) -> dict:
             "p99_over_ms": np.percentile(rtt, 99) - 2 * DELAY_NS / MS, "samples": len(rtt),
             "late_p50_us": late["late_p50_us"], "late_p99_us": late["late_p99_us"],
             "sched_fifo": stats.sched_fifo}
+
+
+def path_case(work: Path, count: int) -> dict:
+    """The `rtt` ping, with `magnet path` running both ends (replay.path.run)."""
+    from magnet.replay import path as mpath
+    out = work / "path.npy"
+    scenario = Scenario(stacks=1, path=(NetPath(rate_bps=None, delay_ns=DELAY_NS, queue=knobs.queue("1000p")),))
+    client = ["sh", "-c", f'exec {shlex.join(map(str, PROBE))} ping --to "$MAGNET_SERVER:7001" --count {count} '
+                          f"--interval 0.02 --out {out}"]
+    run = mpath.run(scenario, client, f"{shlex.join(map(str, PROBE))} echo --bind 0.0.0.0:7001",
+                    ready_port="udp:7001", say=lambda line: None)
+    rtt = np.load(out)[:, 2] / MS
+    return {"p50_ms": np.median(rtt), "p99_ms": np.percentile(rtt, 99), "max_ms": rtt.max(),
+            "p50_err_pct": 100 * (np.median(rtt) / (2 * DELAY_NS / MS) - 1),
+            "p99_over_ms": np.percentile(rtt, 99) - 2 * DELAY_NS / MS, "samples": len(rtt),
+            "printed_p50_ms": run.rtt.median_ms, "late_p99_us": run.stats["forward"]["late_p99_us"],
+            "client_status": run.status}
 
 
 def veth_case(work: Path, count: int) -> dict:
@@ -153,6 +179,11 @@ def verdicts(runs: pd.DataFrame) -> list[str]:
         out.append(f"RTT p50 {r.p50_ms:.3f} ms ({r.p50_err_pct:+.2f} % of 60 ms; target within 1 %): "
                    f"{'met' if abs(r.p50_err_pct) <= 1 else 'NOT met'}; p99 {r.p99_ms:.3f} ms "
                    f"({r.p99_over_ms:+.2f} ms; target +2 ms): {'met' if r.p99_over_ms <= 2 else 'NOT met'}")
+    if "rtt-path" in med.index:
+        r = med.loc["rtt-path"]
+        out.append(f"RTT through magnet path p50 {r.p50_ms:.3f} ms ({r.p50_err_pct:+.2f} % of 60 ms; target "
+                   f"within 1 %): {'met' if abs(r.p50_err_pct) <= 1 else 'NOT met'}; magnet path printed "
+                   f"{r.printed_p50_ms:.3f} ms")
     for case in ("tcp-10M", "tcp-100M"):
         if case in med.index:
             r = med.loc[case]
@@ -169,7 +200,10 @@ def main(argv=None) -> int:
     p = common.parser("bench-linkem", __doc__)
     p.add_argument("--runs", type=int, default=3, help="rounds of every case (default 3)")
     p.add_argument("--note", default="", help="a sentence for the README: what else ran on the machine")
+    p.add_argument("--log", action="store_true", help="the emulators write their per-packet logs "
+                                                      "(what --log costs)")
     args = common.parse(p, argv)
+    LOG["on"] = args.log
     why = linkem.unavailable() or (None if shutil.which("iperf3") else "needs iperf3 (Debian: iperf3)")
     common.gate(why is None, f"bench_linkem: {why}")
     runs = 1 if args.quick else args.runs
@@ -177,6 +211,7 @@ def main(argv=None) -> int:
     context = {"load_before": load(), "others_before": busiest(os.getpid())}
     rows = []
     cases = [("rtt", lambda w: rtt_case(w, pings, False)), ("rtt-1cpu", lambda w: rtt_case(w, pings, True)),
+             ("rtt-path", lambda w: path_case(w, pings)),
              ("veth", lambda w: veth_case(w, pings)),
              ("tcp-10M", lambda w: tcp_case(w, 10_000_000, seconds)),
              ("tcp-100M", lambda w: tcp_case(w, 100_000_000, seconds))]
@@ -194,7 +229,7 @@ def main(argv=None) -> int:
     results.command = f"python -m magnet.experiments.bench_linkem {shlex.join(args.argv)}".strip()
     table = results.table("results", frame, floats="{:.4g}")
     body = "\n".join([
-        "The link emulator (replay/linkem/linkem.c) measured against the targets of issue 13; "
+        "The link emulator (replay/linkem/) and magnet path measured against their targets; "
         "cases interleaved, one of each per round, medians over rounds with [min, max].", "",
         *[f"* {line}" for line in verdicts(frame)], "",
         "The emulator's CPU is its process's user and system time over the transfer. Its own "

@@ -151,6 +151,13 @@ class User:
     uid: int
     gid: int
 
+    def give(self, path: Path) -> None:
+        """A file, or a directory and its files, made this user's (what magnet wrote as root)."""
+        if self.uid == os.geteuid():
+            return
+        for item in [path, *(path.iterdir() if path.is_dir() else [])]:
+            os.chown(item, self.uid, self.gid)
+
     def wrap(self, cmd: list[str]) -> list[str]:
         """`cmd` run as this user (nothing to do when that is who we are)."""
         if self.uid == os.geteuid():
@@ -366,6 +373,7 @@ class PathRun:
     server_port: int | None = None
     elapsed_s: float = 0.0                        # the client's run
     notes: list[str] = field(default_factory=list)
+    log_dir: Path | None = None                   # linkem's per-packet log (replay.linklog)
 
 
 @dataclass
@@ -407,30 +415,36 @@ def check(scenario: Scenario) -> None:
 
 
 def run(scenario: Scenario, client_cmd: list[str] | None = None, server_cmd: str | None = None, *,
-        ready_port: int | None = None, ready_timeout_s: float = 30.0, capture: str | os.PathLike | None = None,
-        preload_shim: bool = False, client_user: str | None = None,
+        ready_port: int | str | None = None, ready_timeout_s: float = 30.0,
+        capture: str | os.PathLike | None = None,
+        preload_shim: bool = False, log: str | os.PathLike | None = None, client_user: str | None = None,
         server_user: str | None = None, env: dict | None = None, stdin=None, stdout=None, stderr=None,
         realtime: bool = True, say=lambda line: print(line, file=sys.stderr, flush=True)) -> PathRun:
     """Run `client_cmd` (default: a shell) in the client namespace across the scenario's path,
     after `server_cmd` (a shell command) is listening in the server namespace; the server is
     ended when the client exits.  `capture`: T gives T.client.magnet and T.server.magnet (BPF,
-    or the LD_PRELOAD shim with `preload_shim`).
+    or the LD_PRELOAD shim with `preload_shim`); `log`: a directory for linkem's per-packet
+    log (replay.linklog).
     `say` gets the lines that describe the run.  PathError for what cannot run, Interrupted
     after cleaning up when a signal came."""
     client_cmd = list(client_cmd) if client_cmd else [os.environ.get("SHELL") or "/bin/sh"]
     check_command(client_cmd, "client command")
     server_argv_ = server_argv(server_cmd) if server_cmd else None
+    try:
+        ready = ready_spec(ready_port)
+    except ValueError as e:
+        raise PathError("--ready", str(e).removeprefix("--ready ")) from None
     check(scenario)
     tcp = linux_tcp(scenario.tcp)
     users = {"client": user(client_user), "server": user(server_user if server_user is not None else client_user)}
     with Signals() as signals, ExitStack() as stack:
-        return _run(stack, signals, scenario, tcp, client_cmd, server_cmd, server_argv_, ready_port,
-                    ready_timeout_s, capture, preload_shim, users, env, (stdin, stdout, stderr),
+        return _run(stack, signals, scenario, tcp, client_cmd, server_cmd, server_argv_, ready,
+                    ready_timeout_s, capture, preload_shim, log, users, env, (stdin, stdout, stderr),
                     realtime, say)
 
 
 def _run(stack: ExitStack, signals: Signals, scenario: Scenario, tcp: Applied, client_cmd, server_cmd,
-         server_argv_, ready_port, ready_timeout_s, capture_to, preload_shim, users, env, stdio,
+         server_argv_, ready, ready_timeout_s, capture_to, preload_shim, log, users, env, stdio,
          realtime, say) -> PathRun:
     prefix = f"{FAMILY}{os.getpid()}"
     netns.sweep_stale(FAMILY)
@@ -440,7 +454,7 @@ def _run(stack: ExitStack, signals: Signals, scenario: Scenario, tcp: Applied, c
     stack.callback(netns.sweep_cgroups, prefix)            # last: whatever an interrupt left
     try:
         net = stack.enter_context(wan.build(prefix, scenario, work, subnet=SUBNET, sysctls=tcp.sysctls,
-                                            realtime=realtime))
+                                            realtime=realtime, log_dir=log))
     except netns.NetnsError as e:
         raise PathError("network namespaces", str(e)) from None
     s = net.stack(1)
@@ -474,7 +488,7 @@ def _run(stack: ExitStack, signals: Signals, scenario: Scenario, tcp: Applied, c
     port = None
     if server_argv_:
         server_env = captures.environment("server", base_env) if captures else base_env
-        port = start_server(sides["server"], server_argv_, server_cmd, ready_port, ready_timeout_s, work,
+        port = start_server(sides["server"], server_argv_, server_cmd, ready, ready_timeout_s, work,
                             signals, server_env, say)
         base_env["MAGNET_SERVER_PORT"] = str(port)
     rtt = probe_rtt((s.left_ns, s.left_addr), (s.right_ns, s.right_addr), signals)
@@ -494,9 +508,14 @@ def _run(stack: ExitStack, signals: Signals, scenario: Scenario, tcp: Applied, c
         notes.append(wan.cross_line(traffic.moved[1]))
     say(f"magnet path: client exited with status {status} after {elapsed:.2f} s")
     say(f"  path: {stats.line()}")
+    for line in stats.log_summary or []:
+        say(f"  link log {line}")
+    if log:
+        say(f"  link log: {log} (magnet linklog {log} --plot FILE.png)")
+        users["client"].give(Path(log))
     for note in notes:
         say(f"  note: {note}")
-    return PathRun(status, rtt, traces, stats, applied, port, elapsed, notes)
+    return PathRun(status, rtt, traces, stats, applied, port, elapsed, notes, Path(log) if log else None)
 
 
 # -------------------------------------------------------------- the sides ---
@@ -602,22 +621,39 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def start_server(side: Side, argv: list[str], cmd: str, ready_port: int | None, timeout_s: float,
+def ready_spec(value: int | str | None) -> tuple[str, int | None]:
+    """--ready as (protocol, port): PORT or tcp:PORT (a TCP listener), udp:PORT (a bound UDP
+    socket); None: any TCP listener.  ValueError naming the problem."""
+    if value is None or isinstance(value, int):
+        proto, port = "tcp", value
+    else:
+        proto, _, text = str(value).rpartition(":")
+        proto = proto.lower() or "tcp"
+        if proto not in ("tcp", "udp") or not text.isdigit():
+            raise ValueError(f"--ready {value}: PORT, tcp:PORT or udp:PORT")
+        port = int(text)
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(f"--ready {value}: a port from 1 to 65535")
+    return proto, port
+
+
+def start_server(side: Side, argv: list[str], cmd: str, ready: tuple[str, int | None], timeout_s: float,
                  work: Path, signals: Signals, env: dict, say) -> int:
-    """The server started and listening (on `ready_port`, else on any TCP port): the port.
-    Readiness is read from the namespace's socket table, never by connecting (a probe
-    connection would be part of the application's capture)."""
+    """The server started and ready (ready_spec(): listening on a TCP port, or bound to a UDP
+    one): the port.  Readiness is read from the namespace's socket tables, never by
+    connecting (a probe connection would be part of the application's capture)."""
+    proto, wanted = ready
     log = work / "server.log"
     with open(log, "wb") as out:
         proc = spawn(side, argv, env, session=True, stdio=(subprocess.DEVNULL, out, out))
     start = time.monotonic()
     while True:
-        ports = listening(side)
-        found = [p for p, _ in ports if ready_port in (None, p)]
+        ports = listening(side, proto)
+        found = [p for p, _ in ports if wanted in (None, p)]
         if found:
             port = found[0]
             local = [addr for p, addr in ports if p == port]
-            say(f"  server: {cmd} listening on port {port} (ready after {time.monotonic() - start:.2f} s)"
+            say(f"  server: {cmd} ready on {proto} port {port} (after {time.monotonic() - start:.2f} s)"
                 + (f" (as {side.user.name})" if side.user.uid != os.geteuid() else ""))
             if all(addr.startswith("127.") for addr in local):
                 say(f"  note: the server listens on {local[0]}:{port} only: the client cannot reach it")
@@ -626,7 +662,7 @@ def start_server(side: Side, argv: list[str], cmd: str, ready_port: int | None, 
             raise PathError("--server", f"{cmd!r} exited (status {proc.wait()}) before listening"
                             + _last_words(log))
         if time.monotonic() - start > timeout_s:
-            where = f"on port {ready_port}" if ready_port else "on any TCP port"
+            where = f"on {proto} port {wanted}" if wanted else f"on any {proto.upper()} port"
             raise PathError("--server", f"{cmd!r} was not listening {where} after "
                             f"{knobs.fmt_duration(timeout_s * 1e9)} (--ready-timeout)" + _last_words(log))
         signals.sleep(0.05)
@@ -637,23 +673,24 @@ def _last_words(log: Path) -> str:
     return f"; its last output: {lines[-1].strip()[:200]}" if lines else ""
 
 
-TCP_LISTEN = "0A"
+READY_STATE = {"tcp": "0A", "udp": "07"}      # TCP_LISTEN; a bound, unconnected UDP socket
 
 
-def listening(side: Side) -> list[tuple[int, str]]:
-    """(port, local address) of the TCP sockets listening in the side's namespace, read from
-    the tables of one of its processes (/proc/PID/net/tcp is that process's namespace's;
-    a process that joined the cgroup may not have entered the namespace yet)."""
+def listening(side: Side, proto: str = "tcp") -> list[tuple[int, str]]:
+    """(port, local address) of the TCP sockets listening (UDP sockets bound) in the side's
+    namespace, read from the tables of one of its processes (/proc/PID/net/tcp is that
+    process's namespace's; a process that joined the cgroup may not have entered the
+    namespace yet)."""
     home = os.stat(f"{linkem.NETNS_DIR}/{side.ns}").st_ino
     for pid in side.procs():
         found = []
         try:
             if os.stat(f"/proc/{pid}/ns/net").st_ino != home:
                 continue
-            for table in ("tcp", "tcp6"):
+            for table in (proto, proto + "6"):
                 for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
                     fields = line.split()
-                    if fields[3] == TCP_LISTEN:
+                    if fields[3] == READY_STATE[proto]:
                         addr, port = fields[1].split(":")
                         found.append((int(port, 16), _address(addr)))
         except (OSError, IndexError, ValueError):
@@ -721,8 +758,8 @@ class Captures:
             if lost:
                 notes.append(f"the {name}'s shim lost {lost} records")
         for trace in self.traces.values():
-            if trace.exists() and self.owner.uid != os.geteuid():
-                os.chown(trace, self.owner.uid, self.owner.gid)
+            if trace.exists():
+                self.owner.give(trace)
         return notes
 
 

@@ -34,8 +34,9 @@ def register(sub) -> None:
                            path_title="path", tcp_title="TCP (sysctls of both namespaces where Linux has one)")
     g = p.add_argument_group("programs")
     g.add_argument("--server", metavar="'CMD'", help="a shell command run in the server's namespace")
-    g.add_argument("--ready", type=int, metavar="PORT",
-                   help="the server is ready once it listens on this TCP port (default: on any)")
+    g.add_argument("--ready", metavar="PORT",
+                   help="the server is ready once it listens on this TCP port (udp:PORT: once it "
+                        "has bound this UDP port; default: once it listens on any TCP port)")
     g.add_argument("--ready-timeout", type=knobs.arg(knobs.duration), default=30_000_000_000,
                    metavar="TIME", help="give up on the server after this long (default 30s)")
     g.add_argument("--user", help="run the programs as this user (default: the one who ran sudo, "
@@ -47,11 +48,24 @@ def register(sub) -> None:
                                                  "T.server.magnet (every layer, BPF)")
     g.add_argument("--preload", action="store_true",
                    help="with --capture: the socket calls only, through the LD_PRELOAD shim")
+    g.add_argument("--log", metavar="DIR", help="linkem's per-packet log of both directions into DIR "
+                                               "(magnet linklog DIR summarises and plots it)")
     g.add_argument("--no-rt", dest="realtime", action="store_false",
                    help="run the link emulator without SCHED_FIFO")
     p.add_argument("command", nargs="*", metavar="-- CMD ARGS",
                    help="the client command (default: $SHELL)")
     p.set_defaults(func=cmd_path)
+
+    p = sub.add_parser("linklog", help="summarise or plot linkem's per-packet link log (--log DIR)",
+                       description="One line per direction of a link log written by `magnet path "
+                                   "--log DIR`: packets, bytes, drops by reason, the queue's peak, "
+                                   "queueing delay (mean, p99), throughput; --plot draws throughput and "
+                                   "queueing delay over time (mahimahi's mm-graph).")
+    p.add_argument("folder", metavar="DIR")
+    p.add_argument("--plot", metavar="FILE.png", help="throughput and queueing delay over time")
+    p.add_argument("--bin", type=knobs.arg(knobs.duration), metavar="TIME",
+                   help="throughput bins (default: 1/200 of the log's span, at least 10ms)")
+    p.set_defaults(func=cmd_linklog)
 
 
 def cmd_path(args) -> int:
@@ -66,9 +80,22 @@ def cmd_path(args) -> int:
     try:
         run = path.run(chain, args.command, args.server, ready_port=args.ready,
                        ready_timeout_s=args.ready_timeout / 1e9, capture=args.capture,
-                       preload_shim=args.preload, client_user=args.user, server_user=args.server_user,
+                       preload_shim=args.preload, log=args.log, client_user=args.user,
+                       server_user=args.server_user,
                        realtime=args.realtime)
     except path.Interrupted as e:
         print(f"magnet: interrupted ({e}); everything torn down", file=sys.stderr)
         return 128 + e.signum
     return run.status
+
+
+def cmd_linklog(args) -> int:
+    from . import linklog
+    log = linklog.read(args.folder)
+    if log.path.get("description"):
+        print(f"path: {log.path['description']}")
+    for line in log.summary_lines():
+        print(line)
+    if args.plot:
+        print(f"wrote {log.plot(args.plot, args.bin / 1e9 if args.bin else None)}")
+    return 0

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import magnetlib
-from magnet.replay import linkem, netns
+from magnet.replay import linkem, linklog, netns
 from magnetlib.format import Event
 
 from .conftest import BIN, assert_clean_error, require, require_link_emulator, require_tool, run_magnet, unprivileged
@@ -83,25 +83,29 @@ CURL_TIMES = "%{time_namelookup} %{time_connect} %{time_total} %{size_download} 
 
 
 def test_curl_fetches_across_the_path_with_its_rtt_and_rate(tmp_path):
-    """curl fetches 2 MB from python3's http.server across 10 Mbit/s, 30 ms each way:
-    its TCP handshake (curl's time_connect minus time_namelookup: one round trip) is
-    within 5 % of 60 ms, its throughput at most 10 Mbit/s (and over half of it), and so
-    is the RTT magnet printed (within 1 % on a quiet machine: make bench); --capture gives both sides' records of the
-    connection: the same 4-tuple, SYN and FIN in tcp_flags at the device layer, the
-    bytes at the socket layer; HOSTNAME client and server."""
+    """curl fetches 2 MB from python3's http.server across 10 Mbit/s, 30 ms each way: the
+    client's measured RTT (the kernel's smoothed RTT of curl's socket, in the TCP state of
+    the client's capture) is within 5 % of 60 ms, and so is the RTT magnet printed (within
+    1 % on a quiet machine: make bench); curl's handshake (time_connect minus
+    time_namelookup) takes no less than the path's 60 ms; its throughput is at most
+    10 Mbit/s.  --capture
+    gives both sides' records of the connection: the same 4-tuple, SYN and FIN in
+    tcp_flags at the device layer, the bytes at the socket layer; HOSTNAME client and
+    server.  --log: the file came back through the reverse link's queue (at most 100
+    packets), and magnet printed the log's summary."""
     require_tool("curl")
     (tmp_path / "www").mkdir()
     size = 2_000_000
     (tmp_path / "www" / "f.bin").write_bytes(os.urandom(size))
     trace = tmp_path / "t"
-    proc = run_magnet("path", "--rate", "10Mbps", "--delay", "30ms", "--capture", trace,
+    proc = run_magnet("path", "--rate", "10Mbps", "--delay", "30ms", "--capture", trace, "--log", tmp_path / "log",
                       "--server", f"python3 -m http.server 8000 --directory {tmp_path / 'www'}", "--",
                       "curl", "-sS", "-o", tmp_path / "got.bin", "-w", CURL_TIMES, "http://server:8000/f.bin")
     assert proc.returncode == 0, proc.stderr_text
     lookup, connect, total, got, speed = map(float, proc.stdout_text.split())
     assert got == size and (tmp_path / "got.bin").read_bytes() == (tmp_path / "www" / "f.bin").read_bytes()
-    assert abs((connect - lookup) * 1000 - 60) <= 3, connect - lookup
-    assert 5e6 < speed * 8 <= 10e6, speed * 8
+    assert (connect - lookup) * 1000 >= 59.5, connect - lookup     # no shorter than the path's RTT
+    assert speed * 8 <= 10e6, speed * 8
     printed = re.search(r"RTT measured: ([\d.]+) ms median", proc.stderr_text)
     assert printed and abs(float(printed.group(1)) - 60) <= 3, proc.stderr_text
     assert "duplex: the same link each way" in proc.stderr_text
@@ -110,9 +114,13 @@ def test_curl_fetches_across_the_path_with_its_rtt_and_rate(tmp_path):
     conns = {side: connection(t.records) for side, t in sides.items()}
     assert conns["client"]["tuple"] == conns["server"]["tuple"][::-1] != (0, 0)
     client, server = conns["client"], conns["server"]
+    assert abs(client["srtt_ms"] - 60) <= 3, client["srtt_ms"]
     assert client["syn_sent"] and server["synack_sent"] and client["synack_got"]
     assert client["fin_sent"] and client["fin_got"] and server["fin_sent"] and server["fin_got"]
     assert server["sock_send"] >= size and client["sock_recv"] == server["sock_send"]
+    back = linklog.read(tmp_path / "log").summaries()[1]          # server -> client
+    assert back.delivered_bytes > size and back.queue_peak_packets <= 100
+    assert f"link log {back.line()}" in proc.stderr_text
 
 
 def connection(records: np.ndarray) -> dict:
@@ -126,11 +134,12 @@ def connection(records: np.ndarray) -> dict:
 
     def sock(event) -> int:
         return int(ours["size"][ours["event"] == event].sum())
+    srtt = ours["srtt_us"][ours["srtt_us"] > 0]
     return {"tuple": (int(sent[0]["sport"]), int(sent[0]["dport"])),
             "syn_sent": has(sent, TCP_SYN, False), "synack_sent": has(sent, TCP_SYN, True),
             "synack_got": has(got, TCP_SYN, True), "fin_sent": has(sent, TCP_FIN, True),
             "fin_got": has(got, TCP_FIN, True), "sock_send": sock(Event.SOCK_SEND),
-            "sock_recv": sock(Event.SOCK_RECV)}
+            "sock_recv": sock(Event.SOCK_RECV), "srtt_ms": float(np.median(srtt)) / 1e3}
 
 
 # --------------------------------------------------- the client's surroundings ---
@@ -166,6 +175,15 @@ def test_tcp_knobs_reach_the_programs_sockets(tmp_path):
     assert "sockops" in proc.stderr_text
 
 
+def test_a_udp_server_is_ready_once_bound():
+    """--ready udp:PORT: a server that only binds a UDP port (no TCP listener) is ready."""
+    server = "python3 -c \"import socket, time; s = socket.socket(2, 2); s.bind(('0.0.0.0', 9)); time.sleep(60)\""
+    proc = run_magnet("path", "--delay", "1ms", "--ready", "udp:9", "--ready-timeout", "20s",
+                      "--server", server, "--", "true")
+    assert proc.returncode == 0 and "ready on udp port 9" in proc.stderr_text, proc.stderr_text
+    assert_clean_error(run_magnet("path", "--ready", "sctp:9", "--", "true"), "--ready", "udp:PORT")
+
+
 # ------------------------------------------------------------- bad servers ---
 def test_a_server_never_ready_is_reported_and_everything_torn_down():
     """A server that never listens on --ready's port: one line after --ready-timeout, exit
@@ -174,7 +192,7 @@ def test_a_server_never_ready_is_reported_and_everything_torn_down():
                              "--server", "sleep 31.25", "--", "true"], stderr=subprocess.PIPE, text=True)
     err = proc.communicate(timeout=60)[1]
     lines = [line for line in err.splitlines() if line.startswith("magnet:")]
-    assert proc.returncode == 2 and len(lines) == 1 and "not listening on port 8000 after 1 s" in lines[0], err
+    assert proc.returncode == 2 and len(lines) == 1 and "not listening on tcp port 8000 after 1 s" in lines[0], err
     assert "Traceback" not in err
     assert not leftovers(proc.pid) and not marked("\0sleep\x0031.25\0")
 
