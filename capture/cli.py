@@ -187,13 +187,16 @@ def capture_preloaded(command: list[str], args) -> int:
     try:
         preload.check_command(command)
         spool = preload.Spool(args.output, all_sockets=args.all_sockets, ext=args.ext,
-                              ports=args.ports)
+                              ports=args.ports, command=command)
     except capture.CaptureError as e:
         warn(f"capture: {e}")
         return 2
     try:
         with Signals() as signals:
             status, elapsed = run_preloaded(command, spool, signals)
+    except preload.SpoolKept as e:
+        warn(f"capture: {e}")
+        return 2
     except capture.CaptureError as e:
         spool.remove()
         warn(f"capture: {e}")
@@ -215,10 +218,7 @@ def run_preloaded(command: list[str], spool, signals: Signals) -> tuple[int, flo
         raise capture.CaptureError(f"{command[0]}: {e.strerror}") from None
     status, _ = wait_for_command(proc, None, signals)
     elapsed = time.monotonic() - start
-    try:
-        spool.merge(command)
-    except OSError as e:
-        raise capture.CaptureError(f"{spool.output}: {e.strerror}") from None
+    spool.merge()
     return status, elapsed
 
 
@@ -309,8 +309,18 @@ def print_summary(trace: Trace, elapsed: float, ended_early: bool = False) -> No
         print(f"retransmitted: {s.counts[Event.TCP_RETRANS]} segments, "
               f"{human_bytes(s.bytes[Event.TCP_RETRANS])}")
     if s.lost:
-        print(f"LOST: {s.lost} events could not be recorded ({s.lost_records} LOST records); " +
-              ("the capture stopped early" if ended_early else "raise --buffer or lower --drain-delay"))
+        print(f"LOST: {s.lost} events could not be recorded ({s.lost_records} LOST records); "
+              f"{lost_reason(trace, ended_early)}")
+
+
+def lost_reason(trace: Trace, ended_early: bool) -> str:
+    """What the losses of a trace mean, and what to do about them."""
+    if ended_early:
+        return "the capture stopped early"
+    if trace.meta.capture_method == "preload":
+        return ("calls a process never returned from (killed, or ended by another thread), "
+                "and records its spool had no room for (a full disk)")
+    return "raise --buffer or lower --drain-delay"
 
 
 def layers_recorded(trace: Trace) -> list[tuple[str, Event, Event]]:

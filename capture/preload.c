@@ -213,11 +213,12 @@ static struct preload_chunk *map_chunk(__u32 bytes)
 struct thread_state {
 	struct preload_chunk *chunk;	/* this thread's chunk of the spool file, mapped */
 	char *slots;			/* its record slots, proc.record_size bytes each */
-	__u32 n;			/* slots in use */
+	__u32 n;			/* slots claimed (claim_slot: its signal handlers claim too) */
 	__u32 limit;			/* records go below it; the slot at `limit` is kept for LOST */
 	__u32 next_bytes;		/* size of the next chunk */
-	__u32 busy;			/* in the slow path (a signal handler must not enter it) */
-	__u64 lost;			/* records not stored and not yet in a LOST record */
+	__u32 depth;			/* calls being recorded: more than 1 in a signal handler that
+					 * interrupted one, which must not change chunks */
+	__u64 lost;			/* records not stored and not yet in a LOST record (atomic) */
 	__u64 retry_at;			/* no chunk allocation before this time */
 	struct magnet_core *lost_rec;	/* the LOST record in the kept slot, still counting */
 	bool keyed;			/* the thread-exit destructor is armed */
@@ -230,34 +231,67 @@ static inline struct magnet_core *slot_at(const struct thread_state *t, __u32 i)
 	return (struct magnet_core *)(t->slots + (size_t)i * proc.record_size);
 }
 
-/* A record in the next slot; `ext`, when not NULL, is its extended block. */
-static void put(struct thread_state *t, __u64 id, __u64 now, __u32 event, __s32 size,
+/* A compare-and-swap on a counter of the calling thread. Only the thread's
+ * own signal handlers can change it meanwhile, and they run between two
+ * instructions, so one instruction is enough: on x86 without the lock
+ * prefix, which only orders it against other CPUs (and costs ~20 cycles). */
+static inline bool cas_local(__u32 *p, __u32 *expected, __u32 desired)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	bool ok;
+
+	__asm__ __volatile__("cmpxchgl %3, %1" : "=@ccz"(ok), "+m"(*p), "+a"(*expected)
+			     : "r"(desired) : "memory");
+	return ok;
+#else
+	return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_RELAXED,
+					   __ATOMIC_RELAXED);
+#endif
+}
+
+/* The next free slot below the limit, claimed so that a signal handler
+ * recording meanwhile takes another one; false when the chunk is full. */
+static inline bool claim_slot(struct thread_state *t, __u32 *slot)
+{
+	__u32 i = __atomic_load_n(&t->n, __ATOMIC_RELAXED);
+
+	do {
+		if (i >= t->limit)
+			return false;
+	} while (!cas_local(&t->n, &i, i + 1));
+	*slot = i;
+	return true;
+}
+
+/* Fill slot `i`; `ext`, when not NULL, is its extended block. The event,
+ * stored last, makes it a record (it held PRELOAD_PENDING while the call was
+ * under way, see begin_call). */
+static void put(struct thread_state *t, __u32 i, __u64 id, __u64 now, __u32 event, __s32 size,
 		const struct magnet_ext *ext)
 {
-	__u32 i = t->n++;		/* claimed first: a signal handler recording meanwhile takes the next */
 	struct magnet_core *r = slot_at(t, i);
 
 	__builtin_prefetch((char *)r + 96, 1);	/* a line ahead: a fresh page-cache line costs a miss */
-	barrier();
 	if (ext)
 		((struct magnet_record *)r)->ext = *ext;
 	r->sockid = id;
-	r->event = event;
 	r->size = size;
 	barrier();
-	r->timestamp = now;		/* last: it makes the record (preload.h) */
+	r->timestamp = now;
+	barrier();
+	r->event = event;
 }
 
 static void drop_chunk(struct thread_state *t)
 {
-	t->limit = 0;			/* first: the hot path must not use the old chunk any more */
+	t->limit = 0;			/* first: the hot path and signal handlers must not use */
+	t->lost_rec = NULL;		/* the old chunk any more */
 	barrier();
 	if (t->chunk)
 		munmap(t->chunk, t->chunk->bytes);
 	t->chunk = NULL;
 	t->slots = NULL;
 	t->n = 0;
-	t->lost_rec = NULL;
 }
 
 static __u32 limit_of(const struct preload_chunk *c)
@@ -318,60 +352,82 @@ static int new_chunk(struct thread_state *t, __u64 now)
 	return 0;
 }
 
-/* Room for one record at t->n, after the LOST record of what could not be
- * stored before; -1 when there is none. */
-static int make_room(struct thread_state *t, __u64 now)
+/* Records that could not be stored, counted in the LOST record of the kept
+ * slot (there is one once a chunk has filled up) or, without one, kept for
+ * the next LOST record. A signal handler may add to either meanwhile. */
+static void count_lost(struct thread_state *t, __u64 n, __u64 now)
 {
-	int err = 0;
+	struct magnet_core *lost = t->lost_rec;
+	__s32 have;
 
-	if (t->busy)
-		return -1;
-	t->busy = 1;
-	barrier();
-	if (t->n + (t->lost ? 1 : 0) >= t->limit)
-		err = new_chunk(t, now);
-	if (!err && t->lost) {
-		__s32 n = t->lost > INT32_MAX ? INT32_MAX : (__s32)t->lost;
-
-		put(t, 0, now, MAGNET_LOST, n, NULL);
-		t->lost -= n;
+	if (!lost) {
+		__atomic_fetch_add(&t->lost, n, __ATOMIC_RELAXED);
+		return;
 	}
-	barrier();
-	t->busy = 0;
-	return err;
+	have = __atomic_load_n(&lost->size, __ATOMIC_RELAXED);
+	if (n > (__u64)(INT32_MAX - have)) {		/* the rest waits for the next LOST record */
+		__atomic_fetch_add(&t->lost, n - (INT32_MAX - have), __ATOMIC_RELAXED);
+		n = INT32_MAX - have;
+	}
+	__atomic_fetch_add(&lost->size, (__s32)n, __ATOMIC_RELAXED);
+	lost->timestamp = now;
 }
 
-/* A record that could not be stored: counted in a LOST record in the chunk
- * (in the slot kept for it, or an earlier free one), or, with no chunk (or
- * in a signal handler that interrupted the slow path), remembered for the
- * next chunk. */
-static void count_lost(struct thread_state *t, __u64 now)
+/* Only the outermost call of a thread changes chunks: room for one record,
+ * after the LOST record of what could not be stored before. 0 or -1. */
+static int make_room(struct thread_state *t, __u64 now)
 {
-	__u64 room;
+	__u64 lost = __atomic_load_n(&t->lost, __ATOMIC_RELAXED);
+	__u32 i;
 
-	t->lost++;
-	if (t->busy || !t->chunk)
-		return;
-	if (!t->lost_rec) {
-		t->lost_rec = slot_at(t, t->n);
-		put(t, 0, now, MAGNET_LOST, 0, NULL);
+	if (t->n + (lost ? 1 : 0) >= t->limit && new_chunk(t, now)) {
+		if (t->chunk && !t->lost_rec && t->n >= t->limit) {	/* full: the kept slot counts */
+			put(t, t->limit, 0, now, MAGNET_LOST, 0, NULL);
+			barrier();
+			t->lost_rec = slot_at(t, t->limit);
+		}
+		count_lost(t, __atomic_exchange_n(&t->lost, 0, __ATOMIC_RELAXED), now);
+		return -1;
 	}
-	room = INT32_MAX - t->lost_rec->size;
-	room = room < t->lost ? room : t->lost;
-	t->lost_rec->size += room;
-	t->lost -= room;
-	t->lost_rec->timestamp = now;
+	lost = __atomic_exchange_n(&t->lost, 0, __ATOMIC_RELAXED);
+	if (lost) {
+		__s32 n = lost > INT32_MAX ? INT32_MAX : (__s32)lost;
+
+		if (!claim_slot(t, &i)) {
+			count_lost(t, lost, now);
+			return -1;
+		}
+		put(t, i, 0, now, MAGNET_LOST, n, NULL);
+		if (lost > (__u64)n)
+			__atomic_fetch_add(&t->lost, lost - n, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+/* A slot below the limit, or false. Only the outermost call of the thread
+ * makes room: a new chunk, after the LOST record of what was not stored. */
+static bool take_slot(struct thread_state *t, __u32 *i)
+{
+	bool outer = t->depth == 1;
+
+	if ((!outer || !__atomic_load_n(&t->lost, __ATOMIC_RELAXED)) && likely(claim_slot(t, i)))
+		return true;
+	return outer && !make_room(t, now_ns()) && claim_slot(t, i);
 }
 
 static void record(__u64 id, __u32 event, __s32 size, __u64 now, const struct magnet_ext *ext)
 {
 	struct thread_state *t = &self;
+	__u32 i;
 
-	if (unlikely(t->n >= t->limit || t->lost) && make_room(t, now)) {
-		count_lost(t, now);
-		return;
-	}
-	put(t, id, now, event, size, ext);
+	t->depth++;
+	barrier();
+	if (take_slot(t, &i))
+		put(t, i, id, now, event, size, ext);
+	else
+		count_lost(t, 1, now);
+	barrier();
+	t->depth--;
 }
 
 /* A thread ends: its records stay in the file, the rest of its chunk goes
@@ -596,54 +652,111 @@ static void snapshot(int fd, bool active_open, struct magnet_ext *e)
 	e->copied_seq = (__u32)u.ti.tcpi_bytes_received - (__u32)q.in;
 }
 
-static __attribute__((noinline)) void record_with_snapshot(int fd, __u64 id, __u32 event, __s32 size,
-								__u64 now)
-{
-	struct magnet_ext ext = { 0 };
+/* A data call on an fd: its socket's id (FD_IGNORED: not a socket we
+ * record; FD_UNKNOWN: not known yet) and, for a traced socket, the slot of its
+ * record, claimed before the call and marked PRELOAD_PENDING (preload.h): a
+ * call the process never returns from (SIGKILL, exit() in another thread)
+ * becomes a LOST record in the merge instead of nothing. */
+struct call {
+	__u64 id;
+	__u32 slot;			/* NO_SLOT: none claimed (the chunk was full: claimed after) */
+	bool held;			/* t->depth was raised for the call */
+};
 
-	snapshot(fd, id & FD_ACTIVE_OPEN, &ext);
-	record(id & ~FD_ACTIVE_OPEN, event, size, now, &ext);
+#define NO_SLOT (~0u)
+
+static __attribute__((noinline)) void begin_traced(int fd, struct call *c, bool marker)
+{
+	struct thread_state *t = &self;
+	__u32 i;
+
+	if (c->id == FD_UNKNOWN)
+		c->id = learn(fd, -1, 0);
+	if (c->id == FD_UNKNOWN || c->id == FD_IGNORED)
+		return;
+	c->held = true;
+	t->depth++;		/* its handlers must not change chunks under the claimed slot */
+	barrier();
+	if (!marker || !take_slot(t, &i))
+		return;
+	slot_at(t, i)->event = PRELOAD_PENDING;
+	barrier();
+	slot_at(t, i)->timestamp = 1;		/* used: not a free slot */
+	c->slot = i;
 }
 
-/* A call on `fd`, which the cache says is a traced socket (or does not know):
- * its record. Out of line: the cost of the non-socket path is its inlining. */
-static __attribute__((noinline)) void traced_call(int fd, __u64 id, __u32 event, ssize_t ret)
+static __attribute__((always_inline)) inline struct call begin_call(int fd, bool marker)
 {
-	int err = errno;
-	__u64 now = now_ns();
-	__s32 size = ret < 0 ? -err : ret > INT32_MAX ? INT32_MAX : (__s32)ret;
+	struct call c = { FD_IGNORED, NO_SLOT, false };
 
-	if (id == FD_UNKNOWN)
-		id = learn(fd, -1, 0);
+	if (likely(proc.enabled)) {
+		c.id = cached(fd);
+		if (unlikely(c.id != FD_IGNORED))
+			begin_traced(fd, &c, marker);
+	}
+	return c;
+}
+
+/* The record of a call on a traced socket (or one not known before it). Out
+ * of line: the cost of the non-socket path is its inlining. */
+static __attribute__((noinline)) void end_traced(int fd, struct call *c, __u32 event, ssize_t ret)
+{
+	struct thread_state *t = &self;
+	int err = errno;
+	__u64 now = now_ns(), id;
+	__s32 size = ret < 0 ? -err : ret > INT32_MAX ? INT32_MAX : (__s32)ret;
+	struct magnet_ext ext = { 0 }, *e = NULL;
+
+	if (c->id == FD_UNKNOWN)
+		c->id = learn(fd, -1, 0);
+	id = c->id;
 	if (id != FD_UNKNOWN && id != FD_IGNORED) {
-		if (unlikely(proc.ext))
-			record_with_snapshot(fd, id, event, size, now);
+		if (unlikely(proc.ext)) {
+			snapshot(fd, id & FD_ACTIVE_OPEN, &ext);
+			e = &ext;
+		}
+		if (c->slot != NO_SLOT)
+			put(t, c->slot, id & ~FD_ACTIVE_OPEN, now, event, size, e);
 		else
-			record(id & ~FD_ACTIVE_OPEN, event, size, now, NULL);
+			record(id & ~FD_ACTIVE_OPEN, event, size, now, e);
+		c->slot = NO_SLOT;
+	}
+	if (c->held) {
+		barrier();
+		t->depth--;
+		c->held = false;
 	}
 	errno = err;
 }
 
-/* After a data call on `fd` returned `ret`: a record if fd is a socket we
- * trace. Other fds cost the one cache load. */
-static __attribute__((always_inline)) inline ssize_t done(int fd, __u32 event, ssize_t ret)
+/* After a data call on `fd` returned `ret`: its record if fd is a socket we
+ * trace. Other fds cost the one cache load of begin_call. */
+static __attribute__((always_inline)) inline ssize_t end_call(int fd, struct call *c, __u32 event,
+							     ssize_t ret)
 {
-	if (likely(proc.enabled)) {
-		__u64 id = cached(fd);
-
-		if (unlikely(id != FD_IGNORED))
-			traced_call(fd, id, event, ret);
-	}
+	if (unlikely(c->id != FD_IGNORED))
+		end_traced(fd, c, event, ret);
 	return ret;
 }
 
-/* One record per message, as the kernel's tracepoint sees them; one for a failure. */
+/* A call on `fd` made by `call`, recorded as `event`. */
+#define CALL(fd, event, made) ({ struct call _c = begin_call(fd, true); end_call(fd, &_c, event, made); })
+
+/* One record per message, as the kernel's tracepoint sees them; one for a
+ * failure. Learnt after the call, without a pending marker: a call that
+ * moves no message has no record. */
 static int done_mmsg(int fd, __u32 event, int ret, const struct mmsghdr *v)
 {
-	if (ret < 0)
-		done(fd, event, ret);
-	for (int i = 0; i < ret; i++)
-		done(fd, event, v[i].msg_len);
+	struct call c;
+
+	if (ret < 0) {
+		c = begin_call(fd, false);
+		end_call(fd, &c, event, ret);
+	}
+	for (int i = 0; i < ret; i++) {
+		c = begin_call(fd, false);
+		end_call(fd, &c, event, v[i].msg_len);
+	}
 	return ret;
 }
 
@@ -651,18 +764,18 @@ static int done_mmsg(int fd, __u32 event, int ret, const struct mmsghdr *v)
 
 EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
-	return done(fd, MAGNET_SOCK_SEND, REAL(send)(fd, buf, len, flags));
+	return CALL(fd, MAGNET_SOCK_SEND, REAL(send)(fd, buf, len, flags));
 }
 
 EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONST_SOCKADDR_ARG addr,
 		      socklen_t addrlen)
 {
-	return done(fd, MAGNET_SOCK_SEND, REAL(sendto)(fd, buf, len, flags, addr, addrlen));
+	return CALL(fd, MAGNET_SOCK_SEND, REAL(sendto)(fd, buf, len, flags, addr, addrlen));
 }
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	return done(fd, MAGNET_SOCK_SEND, REAL(sendmsg)(fd, msg, flags));
+	return CALL(fd, MAGNET_SOCK_SEND, REAL(sendmsg)(fd, msg, flags));
 }
 
 EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
@@ -672,22 +785,22 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	return done(fd, MAGNET_SOCK_SEND, REAL(write)(fd, buf, n));
+	return CALL(fd, MAGNET_SOCK_SEND, REAL(write)(fd, buf, n));
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	return done(fd, MAGNET_SOCK_SEND, REAL(writev)(fd, iov, iovcnt));
+	return CALL(fd, MAGNET_SOCK_SEND, REAL(writev)(fd, iov, iovcnt));
 }
 
 EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
-	return done(out_fd, MAGNET_SOCK_SEND, REAL(sendfile)(out_fd, in_fd, offset, count));
+	return CALL(out_fd, MAGNET_SOCK_SEND, REAL(sendfile)(out_fd, in_fd, offset, count));
 }
 
 EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
 {
-	return done(out_fd, MAGNET_SOCK_SEND, REAL(sendfile64)(out_fd, in_fd, offset, count));
+	return CALL(out_fd, MAGNET_SOCK_SEND, REAL(sendfile64)(out_fd, in_fd, offset, count));
 }
 
 /* Only the socket it writes to: the kernel's splice read from TCP bypasses
@@ -695,23 +808,23 @@ EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
 EXPORT ssize_t splice(int fd_in, off64_t *off_in, int fd_out, off64_t *off_out, size_t len,
 		      unsigned int flags)
 {
-	return done(fd_out, MAGNET_SOCK_SEND, REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags));
+	return CALL(fd_out, MAGNET_SOCK_SEND, REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags));
 }
 
 EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
-	return done(fd, MAGNET_SOCK_RECV, REAL(recv)(fd, buf, len, flags));
+	return CALL(fd, MAGNET_SOCK_RECV, REAL(recv)(fd, buf, len, flags));
 }
 
 EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR_ARG addr,
 			socklen_t *addrlen)
 {
-	return done(fd, MAGNET_SOCK_RECV, REAL(recvfrom)(fd, buf, len, flags, addr, addrlen));
+	return CALL(fd, MAGNET_SOCK_RECV, REAL(recvfrom)(fd, buf, len, flags, addr, addrlen));
 }
 
 EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	return done(fd, MAGNET_SOCK_RECV, REAL(recvmsg)(fd, msg, flags));
+	return CALL(fd, MAGNET_SOCK_RECV, REAL(recvmsg)(fd, msg, flags));
 }
 
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *timeout)
@@ -721,29 +834,29 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 
 EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	return done(fd, MAGNET_SOCK_RECV, REAL(read)(fd, buf, n));
+	return CALL(fd, MAGNET_SOCK_RECV, REAL(read)(fd, buf, n));
 }
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	return done(fd, MAGNET_SOCK_RECV, REAL(readv)(fd, iov, iovcnt));
+	return CALL(fd, MAGNET_SOCK_RECV, REAL(readv)(fd, iov, iovcnt));
 }
 
 /* What programs built with _FORTIFY_SOURCE call instead of read/recv/recvfrom. */
 EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)
 {
-	return done(fd, MAGNET_SOCK_RECV, REAL(__read_chk)(fd, buf, nbytes, buflen));
+	return CALL(fd, MAGNET_SOCK_RECV, REAL(__read_chk)(fd, buf, nbytes, buflen));
 }
 
 EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
 {
-	return done(fd, MAGNET_SOCK_RECV, REAL(__recv_chk)(fd, buf, len, buflen, flags));
+	return CALL(fd, MAGNET_SOCK_RECV, REAL(__recv_chk)(fd, buf, len, buflen, flags));
 }
 
 EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
 			      __SOCKADDR_ARG addr, socklen_t *addrlen)
 {
-	return done(fd, MAGNET_SOCK_RECV,
+	return CALL(fd, MAGNET_SOCK_RECV,
 		    REAL(__recvfrom_chk)(fd, buf, len, buflen, flags, addr, addrlen));
 }
 

@@ -10,7 +10,12 @@
  * mapping, so what it recorded is in the file even when the process is
  * killed. The chunk starts zeroed and a record's timestamp (never 0) is
  * stored last: slots after the last record are unused; a 0 timestamp
- * before it is a record that was being written when the process died. */
+ * before it is a record that was being written when the process died. A
+ * call on a socket claims its slot before it is made, marked with the event
+ * PRELOAD_PENDING and timestamp 1, and stores its record there (the event
+ * last) when it returns: a slot still pending is a call the process never
+ * returned from (killed, or ended by another thread). The merge counts both
+ * kinds in a LOST record. */
 #ifndef MAGNET_PRELOAD_H
 #define MAGNET_PRELOAD_H
 
@@ -27,6 +32,7 @@
 #define PRELOAD_FIRST_CHUNK (4u << 10)		/* a thread's first chunk (or a page, if larger); each next
 						 * one doubles; every chunk starts at a multiple of it */
 #define PRELOAD_LAST_CHUNK (1u << 20)		/* ... up to this */
+#define PRELOAD_PENDING 0xffffu		/* the event of a slot whose call is under way (no trace event) */
 
 struct preload_chunk {
 	__u32 magic;		/* PRELOAD_CHUNK_MAGIC */

@@ -2,13 +2,17 @@
 command records its socket calls into spool files (one per process, see
 preload.h), merged into one trace at the end.
 
-    spool = preload.Spool("x.magnet")
-    proc = subprocess.Popen(cmd, env=spool.environment())
+    spool = preload.Spool("x.magnet", command=cmd)
+    proc = subprocess.Popen(cmd, env=spool.environment(library))
     proc.wait()
-    spool.merge(command=cmd)         # writes x.magnet, removes the spool
+    spool.merge()                    # writes x.magnet, removes the spool
+
+A merge that cannot write the trace (a full disk) keeps the spool and says
+how to merge it later: `python -m magnet.capture merge SPOOL [OUTPUT]`.
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -38,6 +42,7 @@ EXT_ENV = "MAGNET_PRELOAD_EXT"
 PORTS_ENV = "MAGNET_PRELOAD_PORTS"
 MAX_PORTS = 8
 SUFFIX = ".spool"
+SETTINGS = "spool.json"                # what the merge needs, kept with the records
 CHUNK_MAGIC = 0x4D475043
 CHUNK_ALIGN = 4 << 10                  # PRELOAD_FIRST_CHUNK: every chunk starts at a multiple
 CHUNK_HEADER = np.dtype([("magic", "=u4"), ("bytes", "=u4"), ("record_size", "=u4"),
@@ -166,21 +171,54 @@ def section_names(f, order: str, bits64: bool, shoff: int, shentsize: int, shnum
 
 
 # ------------------------------------------------------------------ spool ---
+class SpoolKept(CaptureError):
+    """The trace could not be written; the spool, with every record, is kept."""
+
+
 class Spool:
     """The directory the command's processes write into, next to the output, and
     the merge of what they wrote into the trace."""
 
     def __init__(self, output: str | os.PathLike, all_sockets: bool = False, ext: bool = False,
-                 ports: str | None = None):
+                 ports: str | None = None, command: list[str] = ()):
         self.output = Path(output)
         self.all_sockets = all_sockets
         self.ext = ext
         self.ports = parse_ports(ports)
+        self.command = list(command)
         check_writable(self.output)
         self.path = Path(tempfile.mkdtemp(prefix=".magnet-preload-",
                                           dir=self.output.resolve().parent))
         self.start_ticks = time.monotonic_ns()     # the shim's clock: CLOCK_MONOTONIC
         self.wall_ns = time.time_ns()
+        try:
+            (self.path / SETTINGS).write_text(json.dumps(self.settings()))
+        except OSError as e:
+            self.remove()
+            raise CaptureError(f"{self.path}: {e.strerror}") from None
+
+    def settings(self) -> dict:
+        return {"output": str(self.output.resolve()), "all_sockets": self.all_sockets, "ext": self.ext,
+                "ports": self.ports, "command": self.command, "start_ticks": self.start_ticks,
+                "wall_ns": self.wall_ns}
+
+    @classmethod
+    def reopen(cls, directory: str | os.PathLike) -> "Spool":
+        """The spool a capture kept in `directory` (its merge failed)."""
+        directory = Path(directory)
+        try:
+            settings = json.loads((directory / SETTINGS).read_text())
+            spool = cls.__new__(cls)
+            spool.path, spool.output = directory, Path(settings["output"])
+            spool.all_sockets, spool.ext = bool(settings["all_sockets"]), bool(settings["ext"])
+            spool.ports, spool.command = list(settings["ports"]), list(settings["command"])
+            spool.start_ticks, spool.wall_ns = int(settings["start_ticks"]), int(settings["wall_ns"])
+        except FileNotFoundError:
+            raise CaptureError(f"{directory}: not a spool of magnet capture --preload "
+                               f"(no {SETTINGS})") from None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CaptureError(f"{directory / SETTINGS}: unreadable ({e})") from None
+        return spool
 
     def environment(self, library: Path, env: dict | None = None) -> dict:
         """`env` (default ours) with the shim preloaded, writing into this spool."""
@@ -198,15 +236,27 @@ class Spool:
                 env[name] = value
         return env
 
-    def merge(self, command: list[str]) -> tuple[int, int]:
-        """Write the trace (records in time order) and remove the spool;
-        returns (records, lost)."""
+    def merge(self, command: list[str] | None = None,
+              output: str | os.PathLike | None = None) -> tuple[int, int]:
+        """Write the trace of `command` (records in time order, to `output` or the
+        capture's output) and remove the spool; returns (records, lost). A trace
+        that cannot be written (SpoolKept) leaves no partial file and keeps the spool."""
+        if command is not None:
+            self.command = list(command)
+        output = Path(output) if output is not None else self.output
+        records = read_spool_dir(self.path, self.record_size)
+        writer = None
         try:
-            records = read_spool_dir(self.path, self.record_size)
-            with magnetlib.TraceWriter(self.output, self.meta(command), ext=self.ext) as w:
-                w.append(records)
-        finally:
-            self.remove()
+            writer = magnetlib.TraceWriter(output, self.meta(self.command), ext=self.ext)
+            writer.append(records)
+            writer.close()
+        except OSError as e:
+            if writer is not None:
+                writer.abort()
+            raise SpoolKept(f"{output}: {e.strerror or e}: the {len(records)} records are kept in "
+                            f"{self.path}; merge them later (where there is room) with: "
+                            f"python -m magnet.capture merge {self.path} [OUTPUT]") from None
+        self.remove()
         lost = records["size"][records["event"] == Event.LOST].sum()
         return len(records), int(lost)
 

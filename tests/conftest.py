@@ -49,6 +49,20 @@ def require_link_emulator() -> None:
     require(why is None, f"link emulator: {why}")
 
 
+@contextlib.contextmanager
+def small_tmpfs(path: Path, size: str):
+    """A tmpfs of `size` (e.g. "512k") mounted at `path` (created) for the block (root)."""
+    require_root()
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                             capture_output=True, text=True)
+    require(mounted.returncode == 0, f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
 def unprivileged(cmd: list[str]) -> list[str]:
     """`cmd` run as nobody when we are root (to test what a user without root sees)."""
     if os.geteuid() != 0:

@@ -7,6 +7,7 @@ connection, keyed by socket cookie (SO_COOKIE, the trace's sockid):
     python preload_app.py clobber            # dup2 a file over every fd, closerange, keep sending
     python preload_app.py threads --threads 8
     python preload_app.py http --fetches 3   # curl against python -m http.server
+    python preload_app.py pending --end kill # ends while a thread is inside send()
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import Counter
 
 from capture_app import cookie
@@ -218,6 +220,31 @@ def curl(url: str) -> dict:
     return json.loads(out)
 
 
+# ---------------------------------------------------------------- pending ---
+def pending(args) -> None:
+    """A thread sends 8 MB in one call; the peer reads 1 MB of it, then the
+    process ends (SIGKILL, or _exit from the main thread) while that call is
+    still inside the kernel. Writes the sender's cookie before it ends."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)   # small buffers: the send blocks
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    sender = socket.socket()
+    sender.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    sender.connect(listener.getsockname())
+    peer, _ = listener.accept()
+    threading.Thread(target=sender.sendall, args=(b"p" * 8_000_000,), daemon=True).start()
+    received = 0
+    while received < 1_000_000:
+        received += len(peer.recv(65536))
+    time.sleep(0.2)
+    with open(args.out, "w") as f:
+        json.dump({"cookie": cookie(sender), "received": received}, f)
+    if args.end == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(0)
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="app", required=True)
@@ -233,10 +260,12 @@ def main() -> int:
     h.add_argument("--fetches", type=int, default=3)
     h.add_argument("--size", type=int, default=3_000_000)
     h.add_argument("--dir")
-    for s in (f, c, t, h):
+    e = sub.add_parser("pending")
+    e.add_argument("--end", choices=("kill", "exit"), default="kill")
+    for s in (f, c, t, h, e):
         s.add_argument("--out")
     args = p.parse_args()
-    {"fork": fork, "clobber": clobber, "threads": threads, "http": http}[args.app](args)
+    {"fork": fork, "clobber": clobber, "threads": threads, "http": http, "pending": pending}[args.app](args)
     return 0
 
 

@@ -20,7 +20,7 @@ from magnet import capture
 from magnetlib.format import Event as E
 from magnetlib.writer import TraceWriter
 
-from .conftest import BIN, assert_clean_error, require
+from .conftest import BIN, assert_clean_error, require, small_tmpfs
 from .test_capture import APP, PREFIX, magnet_read  # noqa: F401  (fixture)
 
 BULK = [sys.executable, str(APP), "bulk", "--total", "20000000", "--chunk", "1000", "--out", os.devnull]
@@ -126,13 +126,8 @@ def test_a_killed_reader_ends_the_trace_early(magnet_read, tmp_path):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 512 KiB tmpfs."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
-                             capture_output=True, text=True)
-    require(mounted.returncode == 0, f"cannot mount a tmpfs: {mounted.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", str(mnt)], check=True)
+    with small_tmpfs(tmp_path / "small", "512k") as mnt:
+        yield mnt
 
 
 def check_ended_early_with_loss(path: Path, magnet) -> None:
