@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* ip.bpf.c: the IP layer. IP_SEND and IP_RECV from cgroup_skb egress and
- * ingress (IP hands a packet to the device layer; IP delivers one to the
- * socket). Egress also records, as TCP_SEND or TCP_RETRANS, the segments TCP
- * sent without its header-option callback running (tcp_send_gap). */
+/* ip.bpf.c: the IP layer, and the TCP layer's sending side.
+ *
+ *   IP_SEND           cgroup_skb egress: IP hands a packet to the device layer
+ *   IP_RECV           cgroup_skb ingress: IP delivers a packet to the socket
+ *   TCP_SEND/RETRANS  the same egress run: TCP's transmit calls IP output with
+ *                     no queue between them, and stamps the segment with its
+ *                     departure time (skb->tstamp), which is the record's time
+ *
+ * One run per packet sent records both layers (a sockops callback per segment
+ * and one more per MSS sizing did the TCP layer's before). */
 #include "magnet.bpf.h"
 
 /* The headers of the packet of a cgroup_skb program (its data starts at the
@@ -50,28 +56,42 @@ static __always_inline void decided_flow(struct __sk_buff *skb, const struct pkt
 		forget_flow(&f, bpf_get_netns_cookie(skb));
 }
 
-/* Segments TCP sent without its sockops callback running (options filling
- * the header, or a connection older than the capture): the kernel's segs_out
- * has moved past what the TCP layer accounted for. Checked before the packet
- * is parsed: almost always there are none. */
-static __always_inline __u32 tcp_send_gap(struct bpf_sock *sk, struct magnet_sock *s)
+/* Was this segment sent before: a retransmission, or TCP repeating a
+ * segment that was dropped below it (a full qdisc)? It starts below the
+ * highest sequence the connection has sent. */
+static __always_inline bool resent(struct magnet_sock *s, __u32 seq, __u32 end, bool carries)
 {
-	struct bpf_tcp_sock *tp = bpf_tcp_sock(sk);
+	bool again = s->tcp_seen && carries && (__s32)(seq - s->snd_max) < 0;
 
-	return tp ? tp->segs_out - s->tcp_out : 0;
+	if (!s->tcp_seen || (__s32)(end - s->snd_max) > 0)
+		s->snd_max = end;
+	s->tcp_seen = 1;
+	return again;
 }
 
-/* The TCP_SEND (or TCP_RETRANS) record of such a segment, `gap` segments;
- * 1 if it is an event (recorded or lost). */
-static __always_inline int tcp_send_missed(struct __sk_buff *skb, struct bpf_sock *sk,
-					    struct magnet_sock *s, const struct pkt *p, __u64 cookie,
-					    __u32 gap)
+/* When TCP sent the packet: the departure time __tcp_transmit_skb stamped it
+ * with (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns), or `now` if it has
+ * none or one in the future (a pacing qdisc's earliest departure time). */
+static __always_inline __u64 tcp_sent_at(struct __sk_buff *skb, __u64 now)
+{
+	const struct sk_buff *k = kern_ctx(skb);
+	__u64 stamp = k->tstamp;
+
+	if (!stamp || BPF_CORE_READ_BITFIELD(k, tstamp_type) != SKB_CLOCK_MONOTONIC || stamp > now)
+		return now;
+	return stamp;
+}
+
+/* The TCP_SEND (or TCP_RETRANS) record of a segment leaving a traced
+ * connection; 1 if it is an event (recorded or lost). */
+static __always_inline int tcp_sent(struct __sk_buff *skb, struct bpf_sock *sk, struct magnet_sock *s,
+				    const struct pkt *p, __u64 cookie, __u64 now)
 {
 	__u32 bit = MAGNET_BIT_TCP_SEND, event = MAGNET_TCP_SEND, syn_fin;
 	struct magnet_record *r;
 
 	syn_fin = !!(p->flags & TCPHDR_SYN) + !!(p->flags & TCPHDR_FIN);
-	if (resent(s, p->seq, p->seq + p->payload + syn_fin, p->payload || syn_fin, gap)) {
+	if (resent(s, p->seq, p->seq + p->payload + syn_fin, p->payload || syn_fin)) {
 		bit = MAGNET_BIT_TCP_RETRANS;
 		event = MAGNET_TCP_RETRANS;
 	}
@@ -82,11 +102,11 @@ static __always_inline int tcp_send_missed(struct __sk_buff *skb, struct bpf_soc
 		return 1;
 	if (cfg.ext) {
 		fill_task(&r->ext);
-		fill_pkt(&r->ext, p);
+		fill_segment(&r->ext, p);
 		fill_gso(&r->ext, skb->gso_segs, skb->gso_size);
 		fill_tcp_state(&r->ext, bpf_skc_to_tcp_sock(sk));
 	}
-	finish(r, cookie, p->payload);
+	finish_at(r, cookie, p->payload, tcp_sent_at(skb, now));
 	return 1;
 }
 
@@ -101,18 +121,19 @@ static __always_inline bool handshake_cookie(struct __sk_buff *skb, const struct
 	return *cookie != 0;
 }
 
+#define TCP_SENDS (MAGNET_BIT_TCP_SEND | MAGNET_BIT_TCP_RETRANS)
+
 static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
 {
 	enum magnet_prog prog = recv ? MAGNET_PROG_IP_INGRESS : MAGNET_PROG_IP_EGRESS;
 	__u32 bit = recv ? MAGNET_BIT_IP_RECV : MAGNET_BIT_IP_SEND;
+	bool tcp = !recv && WANT(TCP_SENDS), fresh = false;
 	struct bpf_sock *sk = skb->sk, *full;
 	struct magnet_cpu_stats *st;
 	struct magnet_record *r;
 	struct magnet_sock *s = NULL;
 	struct pkt p = {};
-	bool fresh = false;
-	__u32 gap = 0;
-	__u64 cookie;
+	__u64 cookie, now;
 	int events = 0;
 
 	if (!sk)
@@ -120,26 +141,27 @@ static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
 	full = bpf_sk_fullsock(sk);
 	if (full && full->state != BPF_TCP_LISTEN) {
 		s = traced_bpf_sock(full, &fresh);
-		if (s && !recv && WANT(MAGNET_BIT_TCP_SEND | MAGNET_BIT_TCP_RETRANS))
-			gap = tcp_send_gap(full, s);
-		if (!fresh && (!s || (!gap && !WANT(bit))))
+		if (!fresh && (!s || (!tcp && !WANT(bit))))
 			goto skipped;		/* the common early exit: not ours, or nothing to record */
 		if (!parse_packet(&p, skb))
 			goto skipped;
 		if (fresh)
 			decided_flow(skb, &p, recv, s != NULL);
-		if (!s || (!gap && !WANT(bit)))
+		if (!s || (!tcp && !WANT(bit)))
 			goto skipped;
 		cookie = bpf_get_socket_cookie(skb);
-		if (gap)
-			events = tcp_send_missed(skb, full, s, &p, cookie, gap);
+		now = bpf_ktime_get_ns();
+		if (tcp)
+			events = tcp_sent(skb, full, s, &p, cookie, now);
 	} else if (!WANT(bit) || !parse_packet(&p, skb) || !handshake_cookie(skb, &p, recv, &cookie)) {
-		goto skipped;
+		goto skipped;		/* a listener's: the handshake, whose TCP_SEND sockops records */
+	} else {
+		now = bpf_ktime_get_ns();
 	}
 	if (!WANT(bit)) {
 		if (!events)
 			goto skipped;
-		return 1;			/* the gap's record only */
+		return 1;			/* the TCP layer's record only */
 	}
 	if (events && (st = cpu_stats_here()))
 		__sync_fetch_and_add(&st->extra, 1);
@@ -153,7 +175,7 @@ static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
 		if (s)
 			fill_tcp_state(&r->ext, bpf_skc_to_tcp_sock(full));
 	}
-	finish(r, cookie, p.payload);
+	finish_at(r, cookie, p.payload, now);
 	return 1;
 skipped:
 	skip(prog);

@@ -134,13 +134,16 @@ static __always_inline struct magnet_record *claim(struct magnet_cpu_stats *st)
 	return NULL;
 }
 
-/* Publish a record: its timestamp, written last, makes it visible. */
+/* Publish a record stamped `ts`: its timestamp, written last, makes it visible. */
+static __always_inline void publish_at(struct magnet_record *r, __u64 ts)
+{
+	asm volatile("" ::: "memory");
+	r->core.timestamp = ts;
+}
+
 static __always_inline void publish(struct magnet_record *r)
 {
-	__u64 now = bpf_ktime_get_ns();
-
-	asm volatile("" ::: "memory");
-	r->core.timestamp = now;
+	publish_at(r, bpf_ktime_get_ns());
 }
 
 /* The LOST record announcing `n` records this CPU could not write. */
@@ -201,11 +204,16 @@ lost:
 	return NULL;
 }
 
-static __always_inline void finish(struct magnet_record *r, __u64 sockid, __s32 size)
+static __always_inline void finish_at(struct magnet_record *r, __u64 sockid, __s32 size, __u64 ts)
 {
 	r->core.sockid = sockid;
 	r->core.size = size;
-	publish(r);
+	publish_at(r, ts);
+}
+
+static __always_inline void finish(struct magnet_record *r, __u64 sockid, __s32 size)
+{
+	finish_at(r, sockid, size, bpf_ktime_get_ns());
 }
 
 /* ------------------------------------------------------ extended block --- */
@@ -342,16 +350,11 @@ static __always_inline void pkt_ip6(struct pkt *p, const struct ipv6hdr *ip6)
 	}
 }
 
-static __always_inline void fill_pkt(struct magnet_ext *e, const struct pkt *p)
+/* The ADDR and SEGMENT groups of a packet (what a TCP event carries). */
+static __always_inline void fill_segment(struct magnet_ext *e, const struct pkt *p)
 {
-	e->valid |= MAGNET_EXT_IP | MAGNET_EXT_ADDR | MAGNET_EXT_SEGMENT;
+	e->valid |= MAGNET_EXT_ADDR | MAGNET_EXT_SEGMENT;
 	e->ip_version = p->version;
-	e->ip_len = p->ip_len > 0xffff ? 0 : p->ip_len;	/* 0: unknown (too long) */
-	e->ip_id = p->ip_id;
-	e->ip_frag_off = p->frag_off;
-	e->ip_tos = p->tos;
-	e->ip_ttl = p->ttl;
-	e->ip_protocol = IPPROTO_TCP;
 	__builtin_memcpy(e->saddr, p->flow.saddr, 16);
 	__builtin_memcpy(e->daddr, p->flow.daddr, 16);
 	e->sport = bpf_ntohs(p->flow.sport);
@@ -359,6 +362,19 @@ static __always_inline void fill_pkt(struct magnet_ext *e, const struct pkt *p)
 	e->seq = p->seq;
 	e->ack_seq = p->ack_seq;
 	e->tcp_flags = p->flags;
+}
+
+/* ... and the IP group too (what an IP or device event carries). */
+static __always_inline void fill_pkt(struct magnet_ext *e, const struct pkt *p)
+{
+	fill_segment(e, p);
+	e->valid |= MAGNET_EXT_IP;
+	e->ip_len = p->ip_len > 0xffff ? 0 : p->ip_len;	/* 0: unknown (too long) */
+	e->ip_id = p->ip_id;
+	e->ip_frag_off = p->frag_off;
+	e->ip_tos = p->tos;
+	e->ip_ttl = p->ttl;
+	e->ip_protocol = IPPROTO_TCP;
 }
 
 /* The flow key of the socket that sent packet `p` (receive orientation). */
@@ -560,22 +576,6 @@ static __always_inline __u64 cookie_of(struct sock *sk)
 	__u64 c = sk->__sk_common.skc_cookie.counter;
 
 	return c ? c : bpf_get_socket_cookie(sk);
-}
-
-/* Was this segment sent before: a retransmission, or TCP repeating a
- * segment that was dropped below it (a full qdisc)? It starts below the
- * highest sequence the connection has sent. Also counts the segments the TCP
- * layer has accounted for, to compare with the kernel's segs_out. */
-static __always_inline bool resent(struct magnet_sock *s, __u32 seq, __u32 end, bool carries,
-				   __u32 segs)
-{
-	bool again = s->tcp_seen && carries && (__s32)(seq - s->snd_max) < 0;
-
-	if (!s->tcp_seen || (__s32)(end - s->snd_max) > 0)
-		s->snd_max = end;
-	s->tcp_seen = 1;
-	s->tcp_out += segs;
-	return again;
 }
 
 #endif /* MAGNET_BPF_H */

@@ -47,7 +47,7 @@ struct magnet_cpu_stats {
 	__u64 lost;			/* all lost on this CPU */
 	__u64 lost_event[16];		/* lost, by the event's EVENT_MASK bit */
 	__u64 skipped[MAGNET_NPROGS];	/* runs that recorded nothing: filtered out, not an event */
-	__u64 extra;			/* second events of one run (TCP_SEND found by IP egress) */
+	__u64 extra;			/* second events of one run (IP egress: TCP_SEND and IP_SEND) */
 };
 
 /* Per-socket verdict of the filter, kept in socket-local storage (cloned to
@@ -59,7 +59,6 @@ struct magnet_sock {
 	__u8 tcp_seen;			/* snd_max is set */
 	__u16 reserved;
 	__u32 snd_max;			/* end of the highest segment recorded at the TCP layer */
-	__u32 tcp_out;			/* segments accounted for at the TCP layer (cf. segs_out) */
 };
 
 /* A connection as the packets arriving for it see it: source = the peer.

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /* tcp.bpf.c: the TCP layer.
  *
- *   TCP_SEND/RETRANS  the sockops header-option callback, once per segment sent
- *   TCP_RECV          tp_btf tcp_probe (ESTABLISHED), sockops callbacks (other states)
+ *   TCP_RECV   tp_btf tcp_probe (ESTABLISHED), sockops callbacks (other states)
+ *   TCP_SEND   of a SYN-ACK: the sockops header-option callback of a listener
+ *              (every other segment's TCP_SEND/RETRANS: IP egress, ip.bpf.c)
  *
  * sockops also decides the verdict on new connections and remembers their
  * flows (DEV_RECV finds them by flow). */
@@ -118,17 +119,17 @@ static __always_inline bool ops_request_traced(struct bpf_sock_ops *skops)
 	return bpf_map_lookup_elem(&listeners, &cookie) != NULL;
 }
 
-/* The per-segment callbacks the recorded events need: header-option writing
- * for every segment sent (TCP_SEND, TCP_RETRANS); for TCP_RECV, state changes,
- * then header-option parsing once the connection leaves ESTABLISHED (there
- * tcp_probe records every segment, the fast path included, and parsing would
- * only add a run per slow-path segment). */
+/* The callbacks the recorded events need: a listener's header-option writing,
+ * for its SYN-ACKs (TCP_SEND of every other segment is IP egress's); for
+ * TCP_RECV, state changes, then header-option parsing once the connection
+ * leaves ESTABLISHED (there tcp_probe records every segment, the fast path
+ * included, and parsing would only add a run per slow-path segment). */
 static __always_inline void ops_trace(struct bpf_sock_ops *skops)
 {
 	struct magnet_flow f = {};
 	int flags = skops->bpf_sock_ops_cb_flags;
 
-	if (WANT(MAGNET_BIT_TCP_SEND | MAGNET_BIT_TCP_RETRANS))
+	if (WANT(MAGNET_BIT_TCP_SEND) && skops->op == BPF_SOCK_OPS_TCP_LISTEN_CB)
 		flags |= BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
 	if (WANT(MAGNET_BIT_TCP_RECV))
 		flags |= BPF_SOCK_OPS_STATE_CB_FLAG;
@@ -185,90 +186,39 @@ static __always_inline void ops_recv(struct bpf_sock_ops *skops)
 	finish(r, bpf_get_socket_cookie(skops), skops->skb_len - hdr);
 }
 
-/* TCP_SEND or TCP_RETRANS of the segment TCP is about to transmit, from a
- * traced connection (`s`) or a traced listener's request socket (a SYN-ACK,
- * `s` NULL). The callback does not run when the segment's options fill the
- * header (e.g. an ACK with three SACK blocks): IP egress records those
- * (tcp_send_gap). */
-static __always_inline void ops_send(struct bpf_sock_ops *skops, struct magnet_sock *s)
+/* TCP_SEND of a SYN-ACK, sent by the request socket of a traced listener
+ * (the only header-option callback this capture asks for). Its cookie
+ * becomes the connection's; the flow is remembered for the packets of the
+ * handshake at the other layers. */
+static __always_inline void ops_synack(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock_ops_kern *k = kern_ctx(skops);
-	struct sk_buff *skb = k->skb;
-	struct bpf_sock *sk = skops->sk;
-	struct tcp_skb_cb *cb;
+	struct magnet_flow f = {};
 	struct magnet_record *r;
-	__u32 seq, bit = MAGNET_BIT_TCP_SEND, event = MAGNET_TCP_SEND;
-	__u8 flags = skops->skb_tcp_flags;
 
-	if (!skb) {
+	if (!k->skb || !ops_request_traced(skops)) {
 		skip(MAGNET_PROG_SOCKOPS);
 		return;
 	}
-	cb = (struct tcp_skb_cb *)skb->cb;
-	seq = cb->seq;
-	if (s && resent(s, seq, cb->end_seq, skops->skb_len || (flags & (TCPHDR_SYN | TCPHDR_FIN)),
-			cb->tcp_gso_segs ? cb->tcp_gso_segs : 1)) {
-		bit = MAGNET_BIT_TCP_RETRANS;
-		event = MAGNET_TCP_RETRANS;
-	}
-	if (!WANT(bit)) {
-		skip(MAGNET_PROG_SOCKOPS);
-		return;
-	}
-	r = begin(bit, event);
+	ops_flow(&f, skops);
+	save_flow(&f, bpf_get_socket_cookie(skops), bpf_get_netns_cookie(skops));
+	r = begin(MAGNET_BIT_TCP_SEND, MAGNET_TCP_SEND);
 	if (!r)
 		return;
 	if (cfg.ext) {
+		struct tcp_skb_cb *cb = (struct tcp_skb_cb *)k->skb->cb;
+		struct tcp_request_sock *req = rdonly_cast(k->sk,
+			bpf_core_type_id_kernel(struct tcp_request_sock));
+
 		fill_task(&r->ext);
 		fill_addr_ops(&r->ext, skops, false);
 		r->ext.valid |= MAGNET_EXT_SEGMENT;
-		r->ext.seq = seq;
-		r->ext.tcp_flags = flags;
+		r->ext.seq = req->snt_isn;
+		r->ext.ack_seq = req->rcv_isn + 1;
+		r->ext.tcp_flags = skops->skb_tcp_flags;
 		fill_gso(&r->ext, cb->tcp_gso_segs, cb->tcp_gso_size);
-		if (s && sk) {
-			struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
-
-			fill_tcp_state(&r->ext, tp);
-			if (tp)
-				r->ext.ack_seq = tp->rcv_nxt;
-		} else if (skops->state == BPF_TCP_NEW_SYN_RECV) {	/* SYN-ACK */
-			struct tcp_request_sock *req = rdonly_cast(k->sk,
-				bpf_core_type_id_kernel(struct tcp_request_sock));
-
-			r->ext.seq = req->snt_isn;
-			r->ext.ack_seq = req->rcv_isn + 1;
-		}
 	}
 	finish(r, bpf_get_socket_cookie(skops), skops->skb_len);
-}
-
-/* The header-option length callback: a segment is about to be sent, or TCP
- * is sizing its segments (nothing sent: the common case, checked first). */
-static __always_inline void ops_hdr_len(struct bpf_sock_ops *skops)
-{
-	struct magnet_flow f = {};
-	struct magnet_sock *s;
-
-	if (skops->args[0] & BPF_WRITE_HDR_TCP_CURRENT_MSS) {
-		skip(MAGNET_PROG_SOCKOPS);
-		return;
-	}
-	if (skops->state == BPF_TCP_NEW_SYN_RECV) {	/* SYN-ACK: first sight of the connection */
-		if (!ops_request_traced(skops)) {
-			skip(MAGNET_PROG_SOCKOPS);
-			return;
-		}
-		ops_flow(&f, skops);
-		save_flow(&f, bpf_get_socket_cookie(skops), bpf_get_netns_cookie(skops));
-		ops_send(skops, NULL);
-		return;
-	}
-	s = ops_traced(skops);
-	if (!s) {
-		skip(MAGNET_PROG_SOCKOPS);
-		return;
-	}
-	ops_send(skops, s);
 }
 
 SEC("sockops")
@@ -287,8 +237,11 @@ int magnet_sockops(struct bpf_sock_ops *skops)
 		ops_trace(skops);
 		ops_recv(skops);
 		return 1;
-	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
-		ops_hdr_len(skops);
+	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:		/* a segment is about to be sent */
+		if (skops->state != BPF_TCP_NEW_SYN_RECV || !WANT(MAGNET_BIT_TCP_SEND) ||
+		    (skops->args[0] & BPF_WRITE_HDR_TCP_CURRENT_MSS))
+			break;			/* not a SYN-ACK: another capture's or program's */
+		ops_synack(skops);
 		return 1;
 	case BPF_SOCK_OPS_PARSE_HDR_OPT_CB:
 		if (skops->state == BPF_TCP_ESTABLISHED || !ops_traced(skops))
