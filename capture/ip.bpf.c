@@ -3,9 +3,8 @@
  *
  *   IP_SEND           cgroup_skb egress: IP hands a packet to the device layer
  *   IP_RECV           cgroup_skb ingress: IP delivers a packet to the socket
- *   TCP_SEND/RETRANS  the same egress run: TCP's transmit calls IP output with
- *                     no queue between them, and stamps the segment with its
- *                     departure time (skb->tstamp), which is the record's time
+ *   TCP_SEND/RETRANS  the same egress run, at the same time: TCP's transmit
+ *                     calls IP output with no queue between them
  *
  * One run per packet sent records both layers (a sockops callback per segment
  * and one more per MSS sizing did the TCP layer's before). */
@@ -69,19 +68,6 @@ static __always_inline bool resent(struct magnet_sock *s, __u32 seq, __u32 end, 
 	return again;
 }
 
-/* When TCP sent the packet: the departure time __tcp_transmit_skb stamped it
- * with (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns), or `now` if it has
- * none or one in the future (a pacing qdisc's earliest departure time). */
-static __always_inline __u64 tcp_sent_at(struct __sk_buff *skb, __u64 now)
-{
-	const struct sk_buff *k = kern_ctx(skb);
-	__u64 stamp = k->tstamp;
-
-	if (!stamp || BPF_CORE_READ_BITFIELD(k, tstamp_type) != SKB_CLOCK_MONOTONIC || stamp > now)
-		return now;
-	return stamp;
-}
-
 /* The TCP_SEND (or TCP_RETRANS) record of a segment leaving a traced
  * connection; 1 if it is an event (recorded or lost). */
 static __always_inline int tcp_sent(struct __sk_buff *skb, struct bpf_sock *sk, struct magnet_sock *s,
@@ -106,7 +92,7 @@ static __always_inline int tcp_sent(struct __sk_buff *skb, struct bpf_sock *sk, 
 		fill_gso(&r->ext, skb->gso_segs, skb->gso_size);
 		fill_tcp_state(&r->ext, bpf_skc_to_tcp_sock(sk));
 	}
-	finish_at(r, cookie, p->payload, tcp_sent_at(skb, now));
+	finish_at(r, cookie, p->payload, now);
 	return 1;
 }
 
