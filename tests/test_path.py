@@ -198,6 +198,41 @@ def test_a_server_never_ready_is_reported_and_everything_torn_down():
 
 
 # ----------------------------------------------------------------- signals ---
+def test_ctrl_c_at_the_terminal_reaches_the_client_alone():
+    """On a terminal the client is the foreground job: Ctrl-C goes to it, not to magnet,
+    and the client decides (this one traps it and exits 7: magnet exits 7, no teardown
+    message)."""
+    import pty
+    import select
+    script = "trap 'echo trapped; exit 7' INT; echo x$((6*7))x; sleep 20 & wait"
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(str(BIN / "magnet"), ["magnet", "path", "--delay", "1ms", "--", "sh", "-c", script])
+    out, deadline = b"", time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            if b"x42x" in out and b"\x03" not in out:
+                os.write(fd, b"\x03")
+                out += b"\x03"
+            if select.select([fd], [], [], 1)[0]:
+                try:
+                    data = os.read(fd, 4096)
+                except OSError:                       # the terminal closed: magnet is done
+                    break
+                if not data:
+                    break
+                out += data
+    finally:
+        if time.monotonic() >= deadline:
+            os.kill(pid, signal.SIGTERM)
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        os.close(fd)
+    text = out.decode(errors="replace")
+    assert status == 7 and "trapped" in text and "interrupted" not in text, text[-2000:]
+    assert not leftovers(pid)
+
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_a_signal_leaves_nothing_behind(sig):
     """magnet path is signalled while the client runs (a server listening): SIGTERM and
