@@ -3,6 +3,7 @@
     with signals.honoured():                    # recorded from here on
         proc = subprocess.Popen(...)            # a signal during the fork is kept, not lost
         line = signals.readline(proc.stdout, 30)    # waits that a signal ends
+        signals.readable(sock.fileno(), 2.0)
         out, err = signals.communicate(proc, timeout)
         signals.sleep(1.0)
         signals.check()                         # Interrupted (a KeyboardInterrupt) if one came
@@ -173,6 +174,11 @@ def _drain(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
+
+
+def readable(fd: int, timeout: float | None = None) -> bool:
+    """Whether `fd` became readable within `timeout` s (a socket, a pidfd); Interrupted on a signal."""
+    return _wait_readable(fd, None if timeout is None else time.monotonic() + max(timeout, 0.0))
 
 
 def sleep(seconds: float) -> None:

@@ -22,9 +22,9 @@ is found and ended, daemons included.  The server runs in a session of its own.
 The client gets its own process group; when our standard input is the terminal's
 foreground it is made the foreground, so Ctrl-C reaches it alone (as a shell's job).
 
-Signals (SIGINT, SIGTERM, SIGHUP) are recorded (Signals) and acted on where the run
-waits: passed on to the client's process group, then everything is torn down and
-Interrupted raised.  Nothing outlives the run: namespaces, devices, emulator,
+Signals (SIGINT, SIGTERM, SIGHUP) are recorded (magnetlib.signals) and acted on where
+the run checks and waits: while the client runs, passed on to its process group; then
+everything is torn down and Interrupted raised.  Nothing outlives the run: namespaces, devices, emulator,
 cgroups (and their processes), captures and /etc/netns files go on every exit, and
 a guard process (replay.netns.Guard) sweeps them if this process is killed.
 """
@@ -50,7 +50,7 @@ import numpy as np
 
 from magnet import capture
 from magnet.capture import preload
-from magnetlib import knobs
+from magnetlib import knobs, signals
 from magnetlib.errors import TraceError
 
 from . import cross, linkem, linuxtcp, netns, sockopts, wan
@@ -77,71 +77,7 @@ class PathError(TraceError):
     """magnet path cannot run as asked: one line, "WHAT: problem"."""
 
 
-class Interrupted(Exception):
-    """The run was told to stop (SIGINT, SIGTERM, SIGHUP) and has cleaned up."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-# ---------------------------------------------------------------- signals ---
-class Signals:
-    """SIGINT, SIGTERM and SIGHUP recorded, never raised from the handler: the run looks
-    at `caught` where it waits; a self-pipe (signal.set_wakeup_fd) wakes its select().
-    Main thread only (elsewhere: nothing installed, nothing caught)."""
-    HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self):
-        self.caught: list[int] = []
-        self._old: dict = {}
-        self._old_fd = -1
-        self.fd = -1
-
-    def __enter__(self) -> "Signals":
-        import threading
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        self.fd, self._w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._old_fd = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
-        for sig in self.HANDLED:
-            self._old[sig] = signal.signal(sig, self._note)
-        return self
-
-    def _note(self, signum, frame) -> None:
-        self.caught.append(signum)
-
-    def check(self) -> None:
-        """Interrupted if a signal came (call where the run can stop cleanly)."""
-        if self.caught:
-            raise Interrupted(self.caught[0])
-
-    def wait(self, fds: list[int], timeout: float | None) -> list[int]:
-        """The fds ready within `timeout` s; returns early (empty) when a signal comes."""
-        watched = fds + ([self.fd] if self.fd >= 0 else [])
-        try:
-            ready = select.select(watched, [], [], timeout)[0]
-        except InterruptedError:
-            ready = []
-        if self.fd in ready:
-            try:
-                os.read(self.fd, 512)
-            except BlockingIOError:
-                pass
-        return [fd for fd in ready if fd != self.fd]
-
-    def sleep(self, seconds: float) -> None:
-        self.wait([], seconds)
-        self.check()
-
-    def __exit__(self, *exc) -> None:
-        if self.fd < 0:
-            return
-        for sig, handler in self._old.items():
-            signal.signal(sig, handler)
-        signal.set_wakeup_fd(self._old_fd)
-        os.close(self.fd)
-        os.close(self._w)
+Interrupted = signals.Interrupted       # a recorded signal, raised where the run checked
 
 
 # ------------------------------------------------------------------ users ---
@@ -311,7 +247,7 @@ def socket_in(ns: str, kind: int = socket.SOCK_DGRAM) -> socket.socket:
         os.close(target)
 
 
-def probe_rtt(client: tuple[str, str], server: tuple[str, str], signals: Signals) -> Rtt:
+def probe_rtt(client: tuple[str, str], server: tuple[str, str]) -> Rtt:
     """PROBES round trips client -> server -> client ((namespace, address) each)."""
     a, b = socket_in(client[0]), socket_in(server[0])
     with a, b:
@@ -322,14 +258,13 @@ def probe_rtt(client: tuple[str, str], server: tuple[str, str], signals: Signals
             payload[:4] = seq.to_bytes(4, "little")
             sent = time.monotonic_ns()
             a.sendto(payload, to)
-            if signals.wait([b.fileno()], 2.0):
+            if signals.readable(b.fileno(), 2.0):
                 data, peer = b.recvfrom(256)
                 b.sendto(data, peer)
-                while signals.wait([a.fileno()], 2.0):
+                while signals.readable(a.fileno(), 2.0):
                     if a.recv(256)[:4] == payload[:4]:
                         rtts.append(time.monotonic_ns() - sent)
                         break
-            signals.check()
             signals.sleep(max(0.0, PROBE_GAP_S - (time.monotonic_ns() - sent) / 1e9))
     return Rtt(np.array(rtts, np.int64))
 
@@ -437,13 +372,13 @@ def run(scenario: Scenario, client_cmd: list[str] | None = None, server_cmd: str
     check(scenario)
     tcp = linux_tcp(scenario.tcp)
     users = {"client": user(client_user), "server": user(server_user if server_user is not None else client_user)}
-    with Signals() as signals, ExitStack() as stack:
-        return _run(stack, signals, scenario, tcp, client_cmd, server_cmd, server_argv_, ready,
+    with signals.honoured(), ExitStack() as stack:
+        return _run(stack, scenario, tcp, client_cmd, server_cmd, server_argv_, ready,
                     ready_timeout_s, capture, preload_shim, log, users, env, (stdin, stdout, stderr),
                     realtime, say)
 
 
-def _run(stack: ExitStack, signals: Signals, scenario: Scenario, tcp: Applied, client_cmd, server_cmd,
+def _run(stack: ExitStack, scenario: Scenario, tcp: Applied, client_cmd, server_cmd,
          server_argv_, ready, ready_timeout_s, capture_to, preload_shim, log, users, env, stdio,
          realtime, say) -> PathRun:
     prefix = f"{FAMILY}{os.getpid()}"
@@ -489,14 +424,14 @@ def _run(stack: ExitStack, signals: Signals, scenario: Scenario, tcp: Applied, c
     if server_argv_:
         server_env = captures.environment("server", base_env) if captures else base_env
         port = start_server(sides["server"], server_argv_, server_cmd, ready, ready_timeout_s, work,
-                            signals, server_env, say)
+                            server_env, say)
         base_env["MAGNET_SERVER_PORT"] = str(port)
-    rtt = probe_rtt((s.left_ns, s.left_addr), (s.right_ns, s.right_addr), signals)
+    rtt = probe_rtt((s.left_ns, s.left_addr), (s.right_ns, s.right_addr))
     say("  " + rtt.line())
     client_env = captures.environment("client", base_env) if captures else base_env
     with wan.crossing(net, scenario, [1], cc=tcp.cc, warmup_s=CROSS_WARMUP_S) as traffic:
         signals.check()
-        status, elapsed = run_client(sides["client"], client_cmd, client_env, stdio, signals, say)
+        status, elapsed = run_client(sides["client"], client_cmd, client_env, stdio, say)
     for side in ("server", "client"):
         end_side(sides[side])
     time.sleep(LINGER_S)
@@ -583,23 +518,21 @@ def in_foreground() -> bool:
         return False
 
 
-def run_client(side: Side, argv: list[str], env: dict, stdio, signals: Signals, say) -> tuple[int, float]:
+def run_client(side: Side, argv: list[str], env: dict, stdio, say) -> tuple[int, float]:
     """The client to its end: (exit status, seconds).  A signal to us is passed on to its
-    process group; after GRACE_S it is killed; then Interrupted."""
+    process group, which has GRACE_S to end before it is killed; then Interrupted."""
     foreground = stdio[0] is None and in_foreground()
     say(f"  client: {shlex.join(argv)}" + (f" (as {side.user.name})" if side.user.uid != os.geteuid() else ""))
     start = time.monotonic()
     proc = spawn(side, argv, env, session=False, stdio=stdio, foreground=foreground)
     pidfd = os.pidfd_open(proc.pid)
     try:
-        deadline = None
-        while proc.poll() is None:
-            signals.wait([pidfd], 0.5 if deadline is None else 0.05)
-            if signals.caught and deadline is None:
-                _signal_group(proc.pid, signals.caught[0])
-                deadline = time.monotonic() + GRACE_S
-            elif deadline is not None and time.monotonic() > deadline:
-                _signal_group(proc.pid, signal.SIGKILL)
+        signals.readable(pidfd)
+    except Interrupted as e:
+        _signal_group(proc.pid, e.signum)
+        if not signals.readable(pidfd, GRACE_S):           # later signals are not raised
+            _signal_group(proc.pid, signal.SIGKILL)
+        raise
     finally:
         os.close(pidfd)
         if foreground:
@@ -609,7 +542,7 @@ def run_client(side: Side, argv: list[str], env: dict, stdio, signals: Signals, 
             except OSError:
                 pass
             signal.signal(signal.SIGTTOU, old)
-    signals.check()
+    proc.wait()
     status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     return status, time.monotonic() - start
 
@@ -638,7 +571,7 @@ def ready_spec(value: int | str | None) -> tuple[str, int | None]:
 
 
 def start_server(side: Side, argv: list[str], cmd: str, ready: tuple[str, int | None], timeout_s: float,
-                 work: Path, signals: Signals, env: dict, say) -> int:
+                 work: Path, env: dict, say) -> int:
     """The server started and ready (ready_spec(): listening on a TCP port, or bound to a UDP
     one): the port.  Readiness is read from the namespace's socket tables, never by
     connecting (a probe connection would be part of the application's capture)."""

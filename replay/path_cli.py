@@ -54,7 +54,7 @@ def register(sub) -> None:
                    help="run the link emulator without SCHED_FIFO")
     p.add_argument("command", nargs="*", metavar="-- CMD ARGS",
                    help="the client command (default: $SHELL)")
-    p.set_defaults(func=cmd_path)
+    p.set_defaults(func=cmd_path, honours_signals=True)
 
     p = sub.add_parser("linklog", help="summarise or plot linkem's per-packet link log (--log DIR)",
                        description="One line per direction of a link log written by `magnet path "
