@@ -381,11 +381,48 @@ def run(scenario: Scenario, client_cmd: list[str] | None = None, server_cmd: str
 def _run(stack: ExitStack, scenario: Scenario, tcp: Applied, client_cmd, server_cmd,
          server_argv_, ready, ready_timeout_s, capture_to, preload_shim, log, users, env, stdio,
          realtime, say) -> PathRun:
-    prefix = f"{FAMILY}{os.getpid()}"
-    netns.sweep_stale(FAMILY)
     work = Path(tempfile.mkdtemp(prefix="magnet-path-"))
     stack.callback(shutil.rmtree, work, True)
-    path = scenario.path[0]
+    net, sides = build(stack, scenario, tcp, users, work, log, realtime)
+    applied = describe(net, scenario, tcp)
+    say(applied)
+    captures = Captures(capture_to, sides, preload_shim, users["client"]) if capture_to else None
+    if captures:
+        captures.start(stack)
+        say("  " + captures.describe())
+    signals.check()
+    s = net.stack(1)
+    base_env = {**os.environ, **(env or {}), "MAGNET_SERVER": s.right_addr, "MAGNET_CLIENT": s.left_addr}
+    port = None
+    if server_argv_:
+        server_env = captures.environment("server", base_env) if captures else base_env
+        port = start_server(sides["server"], server_argv_, server_cmd, ready, ready_timeout_s, work,
+                            server_env, say)
+        base_env["MAGNET_SERVER_PORT"] = str(port)
+    rtt = probe_rtt((s.left_ns, s.left_addr), (s.right_ns, s.right_addr))
+    say("  " + rtt.line())
+    client_env = captures.environment("client", base_env) if captures else base_env
+    with wan.crossing(net, scenario, [1], cc=tcp.cc, warmup_s=CROSS_WARMUP_S) as traffic:
+        signals.check()
+        status, elapsed = run_client(sides["client"], client_cmd, client_env, stdio, say)
+    for side in ("server", "client"):
+        end_side(sides[side])
+    time.sleep(LINGER_S)
+    notes = captures.stop({"client": client_cmd, "server": server_argv_ or []}) if captures else []
+    notes += [side.sockopts_line() for side in sides.values() if side.sockopts]
+    notes += [wan.cross_line(moved) for moved in traffic.moved.values()]
+    run = PathRun(status, rtt, captures.traces if captures else {}, net.stop(1), applied, port, elapsed,
+                  notes, Path(log) if log else None)
+    report(run, users["client"], say)
+    return run
+
+
+def build(stack: ExitStack, scenario: Scenario, tcp: Applied, users: dict[str, User], work: Path,
+          log, realtime: bool) -> tuple[wan.Wan, dict[str, Side]]:
+    """The namespaces and the emulator (replay.wan), each side's hosts file, cgroup and
+    socket options; everything undone when `stack` closes."""
+    prefix = f"{FAMILY}{os.getpid()}"
+    netns.sweep_stale(FAMILY)
     stack.callback(netns.sweep_cgroups, prefix)            # last: whatever an interrupt left
     try:
         net = stack.enter_context(wan.build(prefix, scenario, work, subnet=SUBNET, sysctls=tcp.sysctls,
@@ -408,49 +445,30 @@ def _run(stack: ExitStack, scenario: Scenario, tcp: Applied, client_cmd, server_
                 raise PathError("socket options", str(e)) from None
             stack.callback(side.sockopts.stop)
     signals.check()
-    applied = "\n".join([f"magnet path: client {s.left_ns} ({s.left_addr}) -- linkem -- server "
-                         f"{s.right_ns} ({s.right_addr})", f"  path: {path.describe()}",
-                         *([f"  cross traffic: {'; '.join(c.describe() for c in scenario.cross)}"
-                            + (" (both directions)" if path.duplex else "")] if scenario.cross else []),
-                         *(f"  TCP: {line}" for line in tcp.lines), net.describe()])
-    say(applied)
-    captures = Captures(capture_to, sides, preload_shim, users["client"]) if capture_to else None
-    if captures:
-        captures.start(stack)
-        say("  " + captures.describe())
-    signals.check()
-    base_env = {**os.environ, **(env or {}), "MAGNET_SERVER": s.right_addr, "MAGNET_CLIENT": s.left_addr}
-    port = None
-    if server_argv_:
-        server_env = captures.environment("server", base_env) if captures else base_env
-        port = start_server(sides["server"], server_argv_, server_cmd, ready, ready_timeout_s, work,
-                            server_env, say)
-        base_env["MAGNET_SERVER_PORT"] = str(port)
-    rtt = probe_rtt((s.left_ns, s.left_addr), (s.right_ns, s.right_addr))
-    say("  " + rtt.line())
-    client_env = captures.environment("client", base_env) if captures else base_env
-    with wan.crossing(net, scenario, [1], cc=tcp.cc, warmup_s=CROSS_WARMUP_S) as traffic:
-        signals.check()
-        status, elapsed = run_client(sides["client"], client_cmd, client_env, stdio, say)
-    for side in ("server", "client"):
-        end_side(sides[side])
-    time.sleep(LINGER_S)
-    notes = captures.stop({"client": client_cmd, "server": server_argv_ or []}) if captures else []
-    notes += [side.sockopts_line() for side in sides.values() if side.sockopts]
-    traces = captures.traces if captures else {}
-    stats = net.stop(1)
-    if traffic.moved:
-        notes.append(wan.cross_line(traffic.moved[1]))
-    say(f"magnet path: client exited with status {status} after {elapsed:.2f} s")
-    say(f"  path: {stats.line()}")
-    for line in stats.log_summary or []:
+    return net, sides
+
+
+def describe(net: wan.Wan, scenario: Scenario, tcp: Applied) -> str:
+    """What the run applies, before the programs start."""
+    s, path = net.stack(1), scenario.path[0]
+    cross = ([f"  cross traffic: {'; '.join(c.describe() for c in scenario.cross)}"
+              + (" (both directions)" if path.duplex else "")] if scenario.cross else [])
+    return "\n".join([f"magnet path: client {s.left_ns} ({s.left_addr}) -- linkem -- server "
+                      f"{s.right_ns} ({s.right_addr})", f"  path: {path.describe()}", *cross,
+                      *(f"  TCP: {line}" for line in tcp.lines), net.describe()])
+
+
+def report(run: PathRun, owner: User, say) -> None:
+    """What the run did, after it (the link log given to `owner`)."""
+    say(f"magnet path: client exited with status {run.status} after {run.elapsed_s:.2f} s")
+    say(f"  path: {run.stats.line()}")
+    for line in run.stats.log_summary or []:
         say(f"  link log {line}")
-    if log:
-        say(f"  link log: {log} (magnet linklog {log} --plot FILE.png)")
-        users["client"].give(Path(log))
-    for note in notes:
+    if run.log_dir:
+        say(f"  link log: {run.log_dir} (magnet linklog {run.log_dir} --plot FILE.png)")
+        owner.give(run.log_dir)
+    for note in run.notes:
         say(f"  note: {note}")
-    return PathRun(status, rtt, traces, stats, applied, port, elapsed, notes, Path(log) if log else None)
 
 
 # -------------------------------------------------------------- the sides ---
