@@ -61,17 +61,23 @@ def stats(net) -> linkem.Stats:
 def test_delay_sum_of_hops_and_jitter_keeps_order(tmp_path, hops, jitter_ms):
     """One-way delay = the path's, however many hops it is spread over; jitter adds
     0..J per packet and never reorders (datagrams 0.5 ms apart, jitter up to 5 ms: a
-    packet waits for the one before it, so the median lies between J/2 and J).  The first
-    few datagrams, sent while the processes settle, are left out of the tail."""
+    packet waits for the one before it, so the median lies between J/2 and J).  Exactly
+    as emulated (the link log: departure - arrival), and as received (the receiver's
+    kernel timestamps: never early, the median within 0.8 ms; the tail, where a busy
+    machine's wake-ups show, is bench_linkem's)."""
+    from magnet.replay import linklog
     path = Path(rate_bps=None, delay_ns=20 * MS, hops=hops, jitter_ns=jitter_ms * MS)
-    with path_net(tmp_path, path) as net:
+    with path_net(tmp_path, path, log_dir=tmp_path / "log") as net:
         got = one_way(net, tmp_path, 400, gap_us=500)
         st = stats(net)
-    delay_ms = (got[10:, 2] - got[10:, 1]) / MS
+    r = linklog.read(tmp_path / "log").records("forward")
+    emulated = (r["departure_ns"] - r["arrival_ns"]) / MS
+    assert len(r) == 400 and emulated.min() >= 20 and emulated.max() <= 20 + jitter_ms
+    assert (np.diff(r["departure_ns"]) >= 0).all() and (jitter_ms or (emulated == 20).all())
+    delay_ms = (got[:, 2] - got[:, 1]) / MS
     assert len(got) == 400 and (np.diff(got[:, 0]) == 1).all(), "lost or reordered"
     assert delay_ms.min() >= 20
     assert 20 + jitter_ms / 2 <= np.median(delay_ms) < 20.8 + jitter_ms, np.median(delay_ms)
-    assert np.percentile(delay_ms, 99) < 20 + jitter_ms + 1
     assert st["forward"]["forwarded"] == 400 and st["reverse"]["forwarded"] == 0
 
 
