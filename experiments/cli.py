@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from magnetlib import signals
 from magnetlib.errors import TraceError
 
 
@@ -15,12 +16,17 @@ def register(sub) -> None:
                                    "Options after NAME go to the study (NAME --help lists them).")
     p.add_argument("study", choices=STUDIES, metavar="NAME", help=", ".join(STUDIES))
     p.add_argument("options", nargs=argparse.REMAINDER, help="the study's own options")
-    p.set_defaults(func=cmd_experiment)
+    p.set_defaults(func=cmd_experiment, honours_signals=True)
 
 
 def cmd_experiment(args) -> int:
+    """The study's main(); one that does not check for signals (HONOURS_SIGNALS) runs
+    with the handlers magnet started with (magnetlib.signals)."""
     try:
         module = importlib.import_module(f"magnet.experiments.{args.study}")
     except ModuleNotFoundError as e:
         raise TraceError(f"experiments/{args.study}.py", f"not available ({e})") from None
-    return module.main(args.options)
+    if getattr(module, "HONOURS_SIGNALS", False):
+        return module.main(args.options)
+    with signals.suspended():
+        return module.main(args.options)

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import weakref
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:                 # pandas costs every magnet command 0.2 s to import
     import pandas as pd
 
+from magnetlib import signals
 from magnetlib.cli import Parser
 
 
@@ -150,12 +152,19 @@ def environment() -> dict:
 
 
 class Results:
-    """The results directory of one study run: tables, figures and README.md."""
+    """The results directory of one study run: tables, figures and README.md.
+
+    Written into a staging directory beside it (`dir` until write()) and moved in by
+    write(), README.md last, if no signal came first (magnetlib.signals): a results
+    directory never holds a run's files without their README.  An unfinished run
+    leaves nothing: its staging directory is removed when the Results goes away."""
 
     def __init__(self, name: str, args: argparse.Namespace):
         self.name, self.args = name, args
-        self.dir = Path(args.out)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.out = Path(args.out)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.partial-", dir=self.out.parent))
+        self._discard = weakref.finalize(self, shutil.rmtree, self.dir, True)
         self.command = f"magnet experiment {name} {shlex.join(getattr(args, 'argv', []))}".strip()
         self.files: list[str] = []
 
@@ -177,7 +186,8 @@ class Results:
         return path
 
     def write(self, title: str, body: str) -> Path:
-        """README.md: the title, how the run was made (parameters, versions, machine), the body."""
+        """README.md: the title, how the run was made (parameters, versions, machine), the
+        body; then every file moves into the results directory, README.md last."""
         params = {k: str(v) for k, v in sorted(vars(self.args).items()) if k not in ("func", "argv")}
         env = environment()
         lines = [f"# {title}", "",
@@ -187,9 +197,22 @@ class Results:
                  "Parameters: " + ", ".join(f"`{k}={v}`" for k, v in params.items()) + ".", "",
                  "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in env.items()]
         lines += ["", "Files: " + ", ".join(f"[{f}]({f})" for f in sorted(set(self.files))) + "."]
-        path = self.dir / "README.md"
-        path.write_text("\n".join(lines) + "\n")
-        return path
+        (self.dir / "README.md").write_text("\n".join(lines) + "\n")
+        try:
+            signals.check()                       # interrupted: nothing goes out
+        except KeyboardInterrupt:
+            self._discard()
+            raise
+        return self._commit()
+
+    def _commit(self) -> Path:
+        self.out.mkdir(parents=True, exist_ok=True)
+        staged = sorted(self.dir.iterdir(), key=lambda p: p.name == "README.md")
+        for path in staged:
+            os.replace(path, self.out / path.name)
+        self._discard()
+        self.dir = self.out
+        return self.out / "README.md"
 
 
 @contextmanager

@@ -31,7 +31,6 @@ closest settings, which conditions make later stacks modulate and why).
 from __future__ import annotations
 
 import shutil
-import signal
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -44,11 +43,13 @@ import pandas as pd
 from magnet.replay import engines
 from magnet.replay.scenario import Path as NetPath
 from magnet.replay.scenario import Scenario, Tcp
-from magnetlib import knobs, synth
+from magnetlib import knobs, signals, synth
 from magnetlib.demand import Demand
 from magnetlib.errors import TraceError
 
 from . import common, ftp_server
+
+HONOURS_SIGNALS = True        # it checks for them itself (magnetlib.signals): see main()
 
 PAPER = [(3284, 0.124), (1016, 0.045), (919, 0.037), (761, 0.079), (723, 0.122)]
 # Later stacks "modulate" when stack 3 differs from stack 1 by more than this (and by
@@ -238,6 +239,7 @@ def execute(args, work: Path, live: Demand | None, skipped: dict):
     frames, failed = [], []
     todo = [r for r in plan(args) if not (r[2] == "vsftpd" and live is None)]
     for run, setting, workload, engine in common.progress(todo, "modmap"):
+        signals.check()
         seed = args.seed + run
         where = work / f"{engine}-{setting.name.replace('/', '_')}-{workload}-{run + 1}"
         name = f"{engine} {setting.name} {workload} run {run + 1}"
@@ -518,30 +520,25 @@ def main(argv: list[str] | None = None) -> int:
         common.gate(False, "no engine can run here: " + "; ".join(f"{e}: {w}" for e, w in skipped.items()))
     work = args.work or Path(tempfile.mkdtemp(prefix="magnet-modmap-"))
     work.mkdir(parents=True, exist_ok=True)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        live = None
-        if "vsftpd" in args.workloads:
-            live, why = capture_vsftpd(work, args.file_size)
-            if why:
-                skipped["vsftpd workload"] = why
-        frames, failed = execute(args, work, live, skipped)
+        with signals.honoured():             # Ctrl-C, SIGTERM, SIGHUP: clean up, write nothing
+            live = None
+            if "vsftpd" in args.workloads:
+                live, why = capture_vsftpd(work, args.file_size)
+                if why:
+                    skipped["vsftpd workload"] = why
+            frames, failed = execute(args, work, live, skipped)
+            if not frames:
+                why = failed or [f"{what}: {reason}" for what, reason in skipped.items()]
+                common.gate(False, "nothing ran: " + "; ".join(why or ["no run matches these options"]))
+            write_results(args, pd.concat(frames, ignore_index=True), skipped, failed)
     except KeyboardInterrupt:
-        print("modmap: interrupted (nothing written)", file=sys.stderr)
+        print("modmap: interrupted", file=sys.stderr)
         return 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
-    if not frames:
-        why = failed or [f"{what}: {reason}" for what, reason in skipped.items()]
-        common.gate(False, "nothing ran: " + "; ".join(why or ["no run matches these options"]))
-    write_results(args, pd.concat(frames, ignore_index=True), skipped, failed)
     return 1 if failed else 0
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

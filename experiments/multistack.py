@@ -30,7 +30,6 @@ every run), summary.csv (mean and min-max over runs), PNG figures.
 from __future__ import annotations
 
 import shutil
-import signal
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -42,12 +41,13 @@ import pandas as pd
 from magnet.replay import engines
 from magnet.replay.scenario import Path as NetPath
 from magnet.replay.scenario import Scenario
-from magnetlib import knobs, metrics, synth
+from magnetlib import knobs, metrics, signals, synth
 from magnetlib.demand import Demand
 from magnetlib.errors import TraceError
 
 from . import common
 
+HONOURS_SIGNALS = True        # it checks for them itself (magnetlib.signals): see main()
 # ALS 2001 Table II: (data size B, inter-packet spacing s); bandwidth -76% after three stacks (Fig. 9).
 PAPER = [(3284, 0.124), (1016, 0.045), (919, 0.037), (761, 0.079), (723, 0.122)]
 PAPER_DROP_AFTER_THREE_PCT = -76.0
@@ -272,24 +272,22 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         common.gate(False, "nothing to run: " + "; ".join(skipped))
     work = args.work or Path(tempfile.mkdtemp(prefix="mgxm-multistack-"))
-    previous = signal.signal(signal.SIGTERM, _interrupt)        # clean up as for Ctrl-C
+    written = None
     try:
-        frames, chains, notes, failed = execute(runs, args, chain, work)
+        with signals.honoured():             # Ctrl-C, SIGTERM, SIGHUP: clean up, write nothing
+            frames, chains, notes, failed = execute(runs, args, chain, work)
+            if not frames:
+                common.gate(False, "every run failed: " + "; ".join(failed))
+            written = write_results(args, chain, pd.concat(frames, ignore_index=True), chains, notes,
+                                    skipped, failed)
     except KeyboardInterrupt:
-        print("multistack: interrupted (nothing written)", file=sys.stderr)
+        print(f"multistack: interrupted ({f'results in {written}' if written else 'nothing written'})",
+              file=sys.stderr)
         return 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
-    if not frames:
-        common.gate(False, "every run failed: " + "; ".join(failed))
-    write_results(args, chain, pd.concat(frames, ignore_index=True), chains, notes, skipped, failed)
     return 1 if failed else 0
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def execute(runs, args, chain: Scenario, work: Path):
@@ -297,6 +295,7 @@ def execute(runs, args, chain: Scenario, work: Path):
     from tqdm import tqdm
     frames, chains, notes, failed = [], {}, {}, []
     for case, engine, mode, run in common.progress(runs, "multistack"):
+        signals.check()
         seconds = args.duration or (case.quick_seconds if args.quick else case.seconds)
         seed = args.seed + run
         demand = case.demand(seconds, args.jitter, seed)
@@ -321,7 +320,7 @@ def execute(runs, args, chain: Scenario, work: Path):
 
 
 def write_results(args, chain: Scenario, runs: pd.DataFrame, chains: dict, notes: dict,
-                  skipped: list[str], failed: list[str]) -> None:
+                  skipped: list[str], failed: list[str]) -> Path:
     results = common.Results("multistack", args)
     results.table("runs", runs)
     summary = summarise(runs)
@@ -342,6 +341,7 @@ def write_results(args, chain: Scenario, runs: pd.DataFrame, chains: dict, notes
     body.append(notes_section(notes))
     path = results.write("Multistack: ALS 2001 Table II and Fig. 9 on today's stacks", "\n".join(body))
     print(f"multistack: results in {path.parent} (README.md, runs.csv, summary.csv, figures)")
+    return path.parent
 
 
 def intro(chain: Scenario, skipped: list[str], failed: list[str]) -> str:

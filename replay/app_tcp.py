@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from magnetlib import signals
 from magnetlib.app_demand import CLIENT, SERVER, SIDES, AppDemand
 from magnetlib.progress import timed
 
@@ -34,7 +35,7 @@ from . import app_results, wire
 from .pacing import now_ns
 from .scenario import Scenario
 from .schedule import AppPlan
-from .tcp import Lab, ReplayError, TcpOptions, Work, describe, interruptible, prepare
+from .tcp import Lab, ReplayError, TcpOptions, Work, describe, prepare
 
 DEADLINE_SLACK_S = 60.0            # beyond 3x the demand's span (or its bytes at the path's rate)
 SIDE_PRIORITY = 10                 # SCHED_FIFO of the sides: below the link emulator's
@@ -84,7 +85,7 @@ def run(demand: AppDemand, out_dir: str | os.PathLike, scenario: Scenario, optio
     plans = {side: AppPlan.of(demand, k) for k, side in enumerate(SIDES)}
     for side, plan in plans.items():
         plan.save(work.path(f"{side}-plan"))
-    with interruptible():
+    with signals.honoured():                 # Ctrl-C, SIGTERM, SIGHUP: clean up, Interrupted
         with Lab(scenario, options, linux, out) as lab:
             if lab.method == "pcap":
                 lab.method = "reads"

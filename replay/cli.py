@@ -108,7 +108,7 @@ def register_ns3(replayers) -> None:
                         "(rate, loss, cross, cc, window-scaling, ..., new-data-only); repeatable")
     g.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="sweep runs in parallel (default: CPUs)")
-    p.set_defaults(func=cmd_replay_ns3)
+    p.set_defaults(func=cmd_replay_ns3, honours_signals=True)     # magnetlib.signals
 
 
 def _chain(args):
@@ -241,16 +241,10 @@ def register_tcp(replayers) -> None:
     g.add_argument("--open-loop", action="store_true",
                    help="a whole-application demand: every row at its time, waiting for nothing "
                         "(docs/app-demand.md)")
-    p.set_defaults(func=cmd_replay_tcp, stacks=None)      # a whole application: one path
+    p.set_defaults(func=cmd_replay_tcp, stacks=None, honours_signals=True)   # a whole application: one path
 
 
 def cmd_replay_tcp(args) -> int:
-    from . import tcp
-    with tcp.interruptible():                   # Ctrl-C and SIGTERM clean up, exit 130
-        return _replay_tcp(args)
-
-
-def _replay_tcp(args) -> int:
     from magnetlib import app_demand
 
     from . import inputs, tcp

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from magnet import capture, ns3app
-from magnetlib import buildcache, knobs
+from magnetlib import buildcache, knobs, signals
 from magnetlib.errors import TraceError
 
 from .scenario import Cross, Path as NetPath, Scenario
@@ -309,17 +310,33 @@ def run_chain(demand_path: str | os.PathLike, out_dir: str | os.PathLike,
     except ValueError as e:                       # e.g. a queue of 1bdp on a path with no rate
         raise Ns3Error("scenario", str(e)) from None
     command = [str(programs.chain), f"--demand={os.fspath(demand_path)}", f"--out={out}", *args]
-    proc = subprocess.run(command, capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        problem = lines[-1].removeprefix("magnet-chain: ") if lines else f"exit {proc.returncode}"
+    stdout, stderr, status = _simulate(command)
+    if status != 0:
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        problem = lines[-1].removeprefix("magnet-chain: ") if lines else f"exit {status}"
         if ": " not in problem:
             problem = f"ns-3: {problem}"
         what, _, rest = problem.partition(": ")
         raise Ns3Error(what, rest)
     summary = json.loads((out / "summary.json").read_text())
     traces = [Path(s["trace"]) for s in summary["stacks"] if s["trace"]]
-    return ChainRun(out, scenario, options, summary, proc.stdout, traces)
+    return ChainRun(out, scenario, options, summary, stdout, traces)
+
+
+def _simulate(command: list[str]) -> tuple[str, str, int]:
+    """Run magnet-chain to its end: its stdout, stderr and status.  It dies with this
+    process, and ends with the run when a signal interrupts it (magnetlib.signals)."""
+    from .wire import _die_with_parent
+    with signals.honoured():
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: _die_with_parent(signal.SIGKILL))
+        try:
+            stdout, stderr = signals.communicate(proc)
+        except BaseException:
+            proc.kill()
+            proc.communicate()
+            raise
+    return stdout, stderr, proc.returncode
 
 
 def run_tests(programs: Programs | None = None, *args: str) -> subprocess.CompletedProcess:

@@ -4,8 +4,10 @@ from __future__ import annotations
 import itertools
 import re
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Callable
+
+from magnetlib import signals
 
 
 def parse(specs: list[str], converters: dict[str, Callable[[str], object]]) -> list[dict]:
@@ -44,12 +46,30 @@ def run_parallel(fn: Callable, tasks: list, jobs: int, desc: str) -> list:
     """fn(task) for every task in up to `jobs` processes, with a progress bar; results in task order.
 
     fn must be a module-level function; it should return its errors rather than raise them.
+    A signal (magnetlib.signals) ends the workers (and what they run dies with them).
     """
     from tqdm import tqdm
     results: list = [None] * len(tasks)
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+    pool = ProcessPoolExecutor(max_workers=max(1, jobs))
+    try:
         futures = {pool.submit(fn, task): i for i, task in enumerate(tasks)}
-        for future in tqdm(as_completed(futures), total=len(tasks), desc=desc, unit="run",
-                           file=sys.stderr, disable=None):
-            results[futures[future]] = future.result()
+        with tqdm(total=len(tasks), desc=desc, unit="run", file=sys.stderr, disable=None) as bar:
+            waiting = set(futures)
+            while waiting:
+                done, waiting = wait(waiting, timeout=signals.SLICE_S, return_when=FIRST_COMPLETED)
+                signals.check()
+                for future in done:
+                    results[futures[future]] = future.result()
+                    bar.update()
+    except BaseException:
+        _kill_workers(pool)
+        raise
+    finally:
+        pool.shutdown(cancel_futures=True)
     return results
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """ProcessPoolExecutor.kill_workers() of Python 3.14, by hand before it."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        proc.kill()

@@ -29,7 +29,6 @@ needs no root: every connection on 127.0.0.1 with a 1448-byte MSS, no path
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -43,12 +42,12 @@ from pathlib import Path
 import numpy as np
 
 from magnet import capture
-from magnetlib import metrics
+from magnetlib import metrics, signals
 from magnetlib.progress import timed
 from magnetlib.demand import RECV, SEND, Demand
 from magnetlib.errors import TraceError
 
-from . import cross, endpoint, fidelity, linkem, linuxtcp, netns, schedule, wan, wire
+from . import cross, endpoint, fidelity, linkem, linuxtcp, netns, schedule, wan, wire, workers
 from .scenario import CAPTURES, Scenario
 from .wire import Series
 
@@ -283,26 +282,19 @@ class Lab:
     @staticmethod
     def ready(proc: subprocess.Popen, role: str) -> int | None:
         """The port a listening worker reports (None: it reports none)."""
-        line = proc.stdout.readline().split()
-        if not line or line[0] != "ready":
-            proc.wait()
-            raise ReplayError(role, _worker_error(proc, proc.stderr.read()))
-        return int(line[1]) if len(line) > 1 else None
+        try:
+            words = workers.ready(proc)
+        except workers.WorkerError as e:
+            raise ReplayError(role, str(e)) from None
+        return int(words[0]) if words else None
 
     @staticmethod
     def finish(proc: subprocess.Popen, role: str, timeout: float) -> dict:
         """A worker's result once it has ended."""
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise ReplayError(role, f"did not finish within {timeout:.0f} s") from None
-        lines = out.strip().splitlines()
-        result = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
-        if proc.returncode != 0 or result is None or "error" in result:
-            raise ReplayError(role, (result or {}).get("error") or _worker_error(proc, err))
-        return result
+            return workers.finish(proc, timeout)
+        except workers.WorkerError as e:
+            raise ReplayError(role, str(e)) from None
 
     @contextmanager
     def capturing(self, session):
@@ -372,11 +364,6 @@ class CappedSession:
                 capture.remove_cgroup(self.cgroup)
         if counts.get("refused"):
             self.notes.append(f"the delayed-ACK cap was refused by {counts['refused']} connections")
-
-
-def _worker_error(proc: subprocess.Popen, stderr: str) -> str:
-    lines = [line for line in (stderr or "").splitlines() if line.strip()]
-    return lines[-1] if lines else f"exited with status {proc.returncode}"
 
 
 def choose_method(options: TcpOptions) -> tuple[str, str | None]:
@@ -668,29 +655,6 @@ def describe(scenario: Scenario, options: TcpOptions, linux: linuxtcp.LinuxTcp) 
     return "\n".join(lines)
 
 
-@contextmanager
-def interruptible():
-    """SIGINT and SIGTERM end the run (KeyboardInterrupt) whatever the handlers were (a
-    shell starts background jobs with SIGINT ignored); a second signal during the
-    clean-up is ignored so the clean-up completes.  Main thread only."""
-    import threading
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught = []
-
-    def handler(signum, frame):
-        caught.append(signum)
-        if len(caught) == 1:
-            raise KeyboardInterrupt
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def run_chain(demand: Demand, out_dir: str | os.PathLike, scenario: Scenario | None = None,
               options: TcpOptions | None = None, progress=lambda line: None) -> TcpRun:
     """Replay `demand` through scenario.stacks real TCP stacks over the scenario's paths;
@@ -702,10 +666,11 @@ def run_chain(demand: Demand, out_dir: str | os.PathLike, scenario: Scenario | N
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runner = run_relay if scenario.mode == "relay" else run_offline
-    with interruptible():
+    with signals.honoured():                  # Ctrl-C, SIGTERM, SIGHUP: clean up, Interrupted
         try:
             with Lab(scenario, options, linux, out) as lab:
                 stacks = runner(lab, demand, progress)
+                signals.check()               # not a whole run: its report is not written
                 applied = describe(scenario, options, linux)
                 if lab.net:
                     applied += "\n" + lab.net.describe()

@@ -29,16 +29,16 @@ their emulator.
 """
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cross, linkem, netns
+from magnetlib import signals
+
+from . import cross, linkem, netns, workers
 from .scenario import Scenario
 
 TXQUEUELEN = 1000
@@ -172,6 +172,7 @@ def build(prefix: str, scenario: Scenario, out_dir: Path, *, subnet: str = "10.2
             netns.sh("sysctl", "-qw", *QUIET, *(sysctls if chain_ns else []), ns=ns)
         batches: dict[str, list[str]] = {}
         for s in plan:
+            signals.check()                      # a signal during the set-up ends it here
             log = None if log_dir is None else Path(log_dir) / (f"stack-{s.k}" if scenario.stacks > 1 else "")
             s.emulator = linkem.Emulator(f"{prefix}-s{s.k}", _tuns(s), s.path, seed=scenario.seed + s.k,
                                          stats=Path(out_dir) / f"linkem-{s.k}.json", realtime=realtime,
@@ -269,7 +270,7 @@ def crossing(net: Wan, scenario: Scenario, stacks: list[int], cc: str | None = N
         return
     traffic.start()
     try:
-        time.sleep(warmup_s)
+        signals.sleep(warmup_s)
         yield traffic
     except BaseException:
         traffic.kill()
@@ -289,25 +290,14 @@ def cross_line(moved: dict) -> str:
 
 
 def _ready(proc: subprocess.Popen, role: str) -> None:
-    line = proc.stdout.readline().split()
-    if not line or line[0] != "ready":
-        proc.wait()
-        raise WanError(f"{role}: {_last_line(proc.stderr.read(), proc.returncode)}")
+    try:
+        workers.ready(proc)
+    except workers.WorkerError as e:
+        raise WanError(f"{role}: {e}") from None
 
 
 def _finish(proc: subprocess.Popen, role: str, timeout: float = 30) -> dict:
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise WanError(f"{role}: did not finish within {timeout:.0f} s") from None
-    lines = out.strip().splitlines()
-    if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
-        raise WanError(f"{role}: {_last_line(err, proc.returncode)}")
-    return json.loads(lines[-1])
-
-
-def _last_line(stderr: str, status: int | None) -> str:
-    lines = [line for line in (stderr or "").splitlines() if line.strip()]
-    return lines[-1] if lines else f"exited with status {status}"
+        return workers.finish(proc, timeout)
+    except workers.WorkerError as e:
+        raise WanError(f"{role}: {e}") from None

@@ -6,7 +6,6 @@ reason without them.
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import signal
@@ -29,6 +28,7 @@ from magnet.replay.scenario import Path as NetPath
 from magnet.replay.scenario import Scenario, Tcp, cross
 
 from .conftest import BIN, assert_clean_error, require, require_root, require_tool, run_magnet
+from .interrupts import leftovers, wait_clean
 
 MS = 1_000_000
 LOOPBACK = tcp.TcpOptions(loopback=True)
@@ -253,30 +253,6 @@ def test_tcp_knobs_on_the_sockets(tmp_path, namespaces):
 
 
 # ---------------------------------------------------------------- clean-up ---
-# ---------------------------------------------------------------- clean-up ---
-def leftovers(pid: int, out: Path | None = None) -> dict:
-    """What run `pid` (writing into `out`) left behind; other runs' processes do not count."""
-    prefix = f"mgrp{pid}"
-    return {"namespaces": [n for n in netns.listed() if n.startswith(prefix + "-")],
-            "links": [line for line in netns.sh("ip", "-o", "link").stdout.splitlines()
-                      if f"{prefix}h" in line or f"{prefix}t" in line],
-            "cgroups": glob.glob(f"/sys/fs/cgroup/*/magnet/{prefix}-*") + glob.glob(f"/sys/fs/cgroup/magnet/{prefix}-*"),
-            "processes": [line for line in subprocess.run(["pgrep", "-af",
-                                                           "magnet-read|replay.endpoint|replay.cross|linkem"],
-                                                          capture_output=True, text=True).stdout.splitlines()
-                          if f"{prefix}-" in line or (out is not None and str(out) in line)]}
-
-
-def wait_clean(pid: int, out: Path, timeout_s: float = 20.0) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        left = leftovers(pid, out)
-        if not any(left.values()):
-            return left
-        time.sleep(0.2)
-    return leftovers(pid, out)
-
-
 @pytest.mark.parametrize("sig,after_s,ignored", [(signal.SIGKILL, 0.4, False), (signal.SIGKILL, 2.0, False),
                                                  (signal.SIGINT, 2.0, False), (signal.SIGTERM, 2.0, False),
                                                  (signal.SIGINT, 2.0, True)])
@@ -301,7 +277,7 @@ def test_interrupted_run_leaves_nothing(tmp_path, namespaces, sig, after_s, igno
     _, err = proc.communicate(timeout=60)
     if sig != signal.SIGKILL:
         assert proc.returncode == 130 and "magnet: interrupted" in err, err
-    assert wait_clean(proc.pid, tmp_path) == {"namespaces": [], "links": [], "cgroups": [], "processes": []}
+    assert wait_clean(proc.pid, tmp_path) == {}
 
 
 # ------------------------------------------------------------------ errors ---
@@ -366,7 +342,7 @@ def test_failed_run_is_one_line_and_leaves_nothing(tmp_path, namespaces):
     _, err = proc.communicate(timeout=60)
     proc.stderr_text = err.decode()
     assert_clean_error(proc, "stack 1")
-    assert wait_clean(proc.pid, tmp_path) == {"namespaces": [], "links": [], "cgroups": [], "processes": []}
+    assert wait_clean(proc.pid, tmp_path) == {}
 
 
 def test_no_tun_device_is_one_line(tmp_path):

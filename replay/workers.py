@@ -1,0 +1,72 @@
+"""How a run talks to its worker processes (replay.endpoint, replay.cross): a worker
+prints `ready [PORT]` once it listens and one JSON line when it ends, {"error": ...}
+if it failed.  Every wait here has a timeout and ends on a signal (magnetlib.signals).
+
+    port = workers.ready(proc)[0]              # WorkerError: why it never got ready
+    result = workers.finish(proc, timeout=60)  # its JSON line; WorkerError: why it failed
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+
+from magnetlib import signals
+
+READY_TIMEOUT_S = 30.0          # from start to listening (a loaded machine imports numpy in ~1 s)
+
+
+class WorkerError(Exception):
+    """Why a worker failed, in one line."""
+
+
+def ready(proc: subprocess.Popen, timeout: float = READY_TIMEOUT_S) -> list[str]:
+    """The words after `ready` on the worker's first line; WorkerError (the worker
+    ended) if it printed anything else or nothing within `timeout` s."""
+    try:
+        words = signals.readline(proc.stdout, timeout).split()
+    except TimeoutError:
+        proc.kill()
+        proc.communicate()
+        raise WorkerError(f"not ready within {timeout:g} s") from None
+    if words[:1] == ["ready"]:
+        return words[1:]
+    try:
+        out, err = signals.communicate(proc, 10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    raise WorkerError(failure(proc, " ".join(words) + "\n" + out, err))
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> dict:
+    """The worker's JSON line once it has ended; WorkerError if it failed or took longer
+    than `timeout` s (then it is killed)."""
+    try:
+        out, err = signals.communicate(proc, timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise WorkerError(f"did not finish within {timeout:.0f} s") from None
+    result = _json_line(out)
+    if proc.returncode != 0 or result is None or "error" in result:
+        raise WorkerError(failure(proc, out, err))
+    return result
+
+
+def failure(proc: subprocess.Popen, out: str, err: str) -> str:
+    """Why a worker failed: its {"error": ...}, else its last line on stderr, else its status."""
+    error = (_json_line(out) or {}).get("error")
+    if error:
+        return error
+    lines = [line for line in (err or "").splitlines() if line.strip()]
+    return lines[-1] if lines else f"exited with status {proc.returncode}"
+
+
+def _json_line(out: str) -> dict | None:
+    lines = (out or "").strip().splitlines()
+    if not lines or not lines[-1].startswith("{"):
+        return None
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        return None

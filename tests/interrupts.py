@@ -1,0 +1,279 @@
+"""The commands that honour signals, interrupted: what a run left behind, one trial, and the
+signal fuzzer of `make fuzz`.
+
+    python -m tests.interrupts --trials 40        # each command: SIGINT/SIGTERM/SIGHUP at random
+                                                  # moments and at random forks (strace's injection)
+
+A trial passes when the command exits 130 saying it was interrupted, prints no traceback,
+and leaves nothing behind: no namespace, TUN device or veth, cgroup, or process of its run
+(endpoints, relays, cross traffic, linkem, magnet-read, magnet-chain, the netns guard),
+and for a study no results directory without its README nor a staging directory.  A
+signal that came before magnet's handlers were installed (Python's own start-up, the
+first ~50 ms) is counted apart, as is a run that ended before its signal came.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+# --------------------------------------------------------------- leftovers ---
+def leftovers(pid: int, out: Path | None = None) -> dict:
+    """What run `pid` (writing into `out`) left behind; other runs' objects do not count."""
+    from magnet.replay import netns
+    prefix = f"mgrp{pid}"
+    return {"namespaces": [n for n in netns.listed() if n.startswith(prefix + "-")],
+            "links": [line for line in netns.sh("ip", "-o", "link", check=False).stdout.splitlines()
+                      if f"{prefix}h" in line or f"{prefix}t" in line],
+            "cgroups": glob.glob(f"/sys/fs/cgroup/*/magnet/{prefix}-*") + glob.glob(f"/sys/fs/cgroup/magnet/{prefix}-*"),
+            "processes": _processes(prefix, out)}
+
+
+def _processes(prefix: str, out: Path | None) -> list[str]:
+    """Processes whose arguments name the run's prefix or its output directory."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if int(cmdline.parent.name) == os.getpid():
+            continue
+        if any(a == prefix or a.startswith(prefix + "-") or f"={prefix}-" in a
+               or (out is not None and str(out) in a) for a in args):
+            found.append(f"{cmdline.parent.name} {' '.join(args)[:200]}")
+    return found
+
+
+def wait_clean(pid: int, out: Path | None, timeout_s: float = 20.0) -> dict:
+    """leftovers() once empty, or what is still there after `timeout_s` (a guard may be sweeping)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = leftovers(pid, out)
+        if not any(left.values()) or time.monotonic() > deadline:
+            return {k: v for k, v in left.items() if v}
+        time.sleep(0.2)
+
+
+# ---------------------------------------------------------------- commands ---
+@dataclass(frozen=True)
+class Command:
+    """A command that honours signals, as a trial runs it: `args(out)`, how long it takes
+    here (random moments fall within it), and what it needs."""
+    name: str
+    args: object
+    length_s: float
+    needs: tuple = ()                            # "root", "ns3", "strace"
+    says: str = "magnet: interrupted"
+
+    def why_not(self) -> str | None:
+        if "root" in self.needs:
+            if os.geteuid() != 0:
+                return "needs root"
+            from magnet.replay import linkem
+            why = linkem.unavailable()
+            if why:
+                return f"link emulator: {why}"
+        if "ns3" in self.needs:
+            from magnet.replay import engines
+            why = engines.unavailable("ns-3")
+            if why:
+                return f"ns-3: {why}"
+        return None
+
+
+COMMANDS = {
+    "tcp-loopback": Command("replay tcp --loopback (relay, 2 stacks)", lambda out: [
+        "replay", "tcp", "synth:ftp", "--duration", "4", "--loopback", "--stacks", "2", "--mode", "relay",
+        "--no-plots", "-o", out], 6.0),
+    "tcp-relay-cross": Command("replay tcp (relay, 3 stacks, cross traffic)", lambda out: [
+        "replay", "tcp", "synth:ftp", "--duration", "4", "--stacks", "3", "--mode", "relay", "--cross", "tcp:1",
+        "--no-plots", "-o", out], 8.0, ("root",)),
+    "tcp-offline": Command("replay tcp (offline, 2 stacks)", lambda out: [
+        "replay", "tcp", "synth:ftp", "--duration", "2", "--stacks", "2", "--no-plots", "-o", out], 8.0, ("root",)),
+    "ns3": Command("replay ns3 (4 stacks)", lambda out: [
+        "replay", "ns3", "synth:ftp", "--duration", "600", "--stacks", "4", "--no-plots", "-o", out], 8.0, ("ns3",)),
+    "multistack": Command("experiment multistack --quick (ns-3)", lambda out: [
+        "experiment", "multistack", "--quick", "--engines", "ns-3", "--cases", "ftp", "--out", out], 10.0,
+        ("ns3",), "multistack: interrupted"),
+}
+
+
+# ------------------------------------------------------------------ trials ---
+@dataclass
+class Trial:
+    command: str
+    sig: int
+    how: str                   # "at 1.234 s" or "at fork 3"
+    ignored: bool              # started with SIGINT ignored (a shell's background job)
+    outcome: str = ""          # ok | before-handlers | ended-first | no-such-fork | FAILED: ...
+    left: dict = field(default_factory=dict)
+
+    def line(self) -> str:
+        return (f"{self.command}: {signal.Signals(self.sig).name} {self.how}"
+                f"{' (SIGINT ignored)' if self.ignored else ''}: {self.outcome}")
+
+
+def run_trial(key: str, sig: int, *, at_s: float | None = None, fork: int | None = None,
+              ignored: bool = False, work: Path | None = None) -> Trial:
+    """One run of COMMANDS[key], signalled `at_s` seconds after it started or as its
+    fork-th fork (clone or vfork) returns; its outcome."""
+    command = COMMANDS[key]
+    work = Path(tempfile.mkdtemp(prefix="mgsig-", dir=work))
+    out = work / "out"
+    trial = Trial(key, sig, f"at {at_s:.3f} s" if fork is None else f"at fork {fork}", ignored)
+    argv = [str(BIN / "magnet"), *map(str, command.args(out))]
+    log = work / "strace.log"
+    if fork is not None:
+        argv = ["strace", "-o", str(log), "-e", "trace=clone,vfork", "-e",
+                f"inject=clone,vfork:signal={signal.Signals(sig).name}:when={fork}", *argv]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None)
+    pid = proc.pid if fork is None else _child(proc.pid)
+    handled = None
+    if fork is None:
+        try:
+            proc.wait(at_s)
+        except subprocess.TimeoutExpired:
+            handled = _catches(pid, signal.SIGTERM)
+            proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        err += "\n(did not end within 300 s of its signal)"
+    trial.left = wait_clean(pid, out)
+    trial.outcome = _judge(command, trial, proc.returncode, err, handled,
+                           None if fork is None else _injected(log, sig), out)
+    return trial
+
+
+def _judge(command: Command, trial: Trial, status: int, err: str, handled: bool | None,
+           injected: bool | None, out: Path) -> str:
+    results = _results_problem(command, out)
+    if trial.left or results:
+        return f"FAILED: left {trial.left or results}"
+    if injected is False or (handled is None and injected is None):
+        return "ended-first" if status == 0 else f"FAILED: exit {status} without a signal: {_last(err)}"
+    if handled is False and status in (-trial.sig, 128 + trial.sig, 1):
+        return "before-handlers"
+    if status != 130 or command.says not in err or "Traceback" in err:
+        return f"FAILED: exit {status}: {_last(err)}"
+    return "ok"
+
+
+def _results_problem(command: Command, out: Path) -> str | None:
+    """A study's results: none, or whole (README.md with them); never a staging directory."""
+    staged = glob.glob(str(out.parent / f".{out.name}.partial-*"))
+    if staged:
+        return f"staging directories {staged}"
+    if command.says != "magnet: interrupted" and out.exists() and not (out / "README.md").exists():
+        return f"{out} without its README.md: {sorted(p.name for p in out.iterdir())}"
+    return None
+
+
+def _last(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    return " | ".join(lines[-3:])
+
+
+def _child(pid: int, timeout_s: float = 10.0) -> int:
+    """strace's child: the command it runs."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            children = []
+        if children:
+            return int(children[0])
+        time.sleep(0.001)
+    raise RuntimeError(f"strace ({pid}) started no command within {timeout_s} s")
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether the process has a handler for `sig` (its SigCgt mask): magnet's are in place."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    mask = int(re.search(r"^SigCgt:\s*([0-9a-f]+)", status, re.M).group(1), 16)
+    return bool(mask >> (sig - 1) & 1)
+
+
+def _injected(log: Path, sig: int) -> bool:
+    name = signal.Signals(sig).name
+    return f"--- {name} {{si_signo={name}, si_code=SI_KERNEL}}" in log.read_text()
+
+
+# ------------------------------------------------------------------ fuzzer ---
+FORKS = {"tcp-loopback": 4, "tcp-relay-cross": 40, "tcp-offline": 30, "ns3": 4, "multistack": 4}
+
+
+def fuzz(keys: list[str], trials: int, seed: int, say=print) -> list[Trial]:
+    """`trials` trials of each command: half at a random moment of its run, half at a
+    random fork; a random signal, SIGINT ignored at start one time in four."""
+    rng = random.Random(seed)
+    done = []
+    with tempfile.TemporaryDirectory(prefix="mgsig-") as work:
+        for key in keys:
+            for i in range(trials):
+                sig = rng.choice(SIGNALS)
+                ignored = rng.random() < 0.25
+                if i % 2 == 0:
+                    t = run_trial(key, sig, at_s=rng.uniform(0, COMMANDS[key].length_s), ignored=ignored,
+                                  work=Path(work))
+                else:
+                    t = run_trial(key, sig, fork=rng.randint(1, FORKS[key]), ignored=ignored, work=Path(work))
+                done.append(t)
+                say(t.line())
+    return done
+
+
+def summary(trials: list[Trial]) -> str:
+    counts: dict[str, int] = {}
+    for t in trials:
+        kind = "failed" if t.outcome.startswith("FAILED") else t.outcome
+        counts[kind] = counts.get(kind, 0) + 1
+    return (f"signal fuzzer: {len(trials)} trials, {counts.get('failed', 0)} failed; "
+            + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.interrupts", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=20, help="trials per command (default 20)")
+    p.add_argument("--seed", type=int, default=int(time.time()))
+    p.add_argument("--commands", default=",".join(COMMANDS), help=", ".join(COMMANDS))
+    args = p.parse_args(argv)
+    keys = []
+    for key in args.commands.split(","):
+        why = COMMANDS[key].why_not()
+        if why:
+            print(f"signal fuzzer: {key} skipped: {why}", file=sys.stderr)
+            if os.environ.get("CI"):
+                return 1
+        else:
+            keys.append(key)
+    print(f"signal fuzzer: seed {args.seed}, {args.trials} trials of each of {', '.join(keys)}")
+    trials = fuzz(keys, args.trials, args.seed)
+    print(summary(trials))
+    return 1 if any(t.outcome.startswith("FAILED") for t in trials) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

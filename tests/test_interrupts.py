@@ -1,0 +1,137 @@
+"""The commands that honour signals, interrupted at the moments that used to lose them: while
+magnet loads, at a fork, mid-simulation; each exits 130 and leaves nothing behind.
+
+tests/interrupts.py runs one trial (and, in `make fuzz`, many at random moments).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from magnet.replay import cli as replay_cli
+
+from . import interrupts
+from .conftest import BIN, require, require_tool
+
+
+def need(key: str) -> None:
+    why = interrupts.COMMANDS[key].why_not()
+    require(why is None, why or "")
+
+
+@pytest.mark.parametrize("ignored", [False, True])
+def test_a_signal_while_magnet_loads_is_kept(tmp_path, ignored):
+    """SIGINT as magnet loads its commands (strace injects it when replay/cli.py is opened):
+    before, a run started with SIGINT ignored dropped it and ran to its end (exit 0), and
+    one that did not printed a KeyboardInterrupt traceback."""
+    strace = require_tool("strace")
+    proc = subprocess.run(
+        [strace, "-o", "/dev/null", "-P", replay_cli.__file__, "-e", "trace=openat", "-e",
+         "inject=openat:signal=SIGINT:when=1", str(BIN / "magnet"), "replay", "tcp", "synth:ftp",
+         "--duration", "2", "--loopback", "--stacks", "1", "-o", tmp_path / "out"],
+        capture_output=True, text=True, timeout=120,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None)
+    assert proc.returncode == 130 and proc.stderr.strip() == "magnet: interrupted", proc.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("fork", [1, 2, 3])
+def test_a_signal_at_each_fork_of_a_loopback_run(tmp_path, sig, fork):
+    """Injected as each worker's fork returns (no root needed): exit 130, no worker left."""
+    require_tool("strace")
+    trial = interrupts.run_trial("tcp-loopback", sig, fork=fork, work=tmp_path)
+    assert trial.outcome == "ok", trial.line()
+
+
+@pytest.mark.parametrize("fork,sig", [(2, signal.SIGINT), (7, signal.SIGTERM), (25, signal.SIGINT)])
+def test_a_signal_at_a_fork_of_a_namespace_run(tmp_path, fork, sig):
+    """The probe's reproducer: relay mode, 3 stacks, cross traffic, SIGINT injected at a
+    fork.  Before, the handler's KeyboardInterrupt was dropped in logging's after-fork
+    hook, every later signal was ignored, and the run exited 0 at its end."""
+    require_tool("strace")
+    need("tcp-relay-cross")
+    trial = interrupts.run_trial("tcp-relay-cross", sig, fork=fork, work=tmp_path)
+    assert trial.outcome == "ok", trial.line()
+
+
+@pytest.mark.parametrize("sig,ignored", [(signal.SIGTERM, False), (signal.SIGHUP, False),
+                                         (signal.SIGINT, True)])
+def test_ns3_ends_its_simulation(tmp_path, sig, ignored):
+    """SIGTERM or SIGHUP mid-simulation: before, magnet-chain ran on as an orphan; SIGINT
+    to a run started with it ignored: before, dropped (the run went on 43 s to exit 0)."""
+    need("ns3")
+    trial = interrupts.run_trial("ns3", sig, at_s=4.0, ignored=ignored, work=tmp_path)
+    assert trial.outcome == "ok", trial.line()
+
+
+def test_ns3_sweep_ends_its_workers(tmp_path):
+    """A sweep's worker processes and their simulations end with it."""
+    need("ns3")
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen([str(BIN / "magnet"), "replay", "ns3", "synth:ftp", "--duration", "600",
+                             "--stacks", "2", "--sweep", "rate=10Mbps,20Mbps,30Mbps", "--jobs", "2",
+                             "--no-plots", "-o", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not interrupts.leftovers(proc.pid, out)["processes"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "magnet: interrupted" in err, err
+    assert interrupts.wait_clean(proc.pid, out) == {}
+
+
+def test_multistack_interrupted_writes_nothing(tmp_path):
+    need("multistack")
+    trial = interrupts.run_trial("multistack", signal.SIGTERM, at_s=3.0, work=tmp_path)
+    assert trial.outcome == "ok", trial.line()
+
+
+def test_results_appear_whole(tmp_path):
+    """A study's files are staged beside --out and moved in with their README, last: the
+    probe's SIGTERM during multistack's write_results left a directory without it.  A
+    signal before the move leaves nothing."""
+    import argparse
+
+    import pandas as pd
+
+    from magnet.experiments import common
+    from magnetlib import signals
+    out = tmp_path / "study"
+    args = argparse.Namespace(out=out, quick=True, argv=["--quick"])
+    results = common.Results("study", args)
+    results.table("runs", pd.DataFrame({"a": [1, 2]}))
+    assert not out.exists()
+    assert results.write("A study", "body") == out / "README.md"
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "runs.csv"]
+    assert not list(tmp_path.glob(".study.partial-*"))
+    again = common.Results("study", argparse.Namespace(out=tmp_path / "again", quick=True, argv=[]))
+    again.table("runs", pd.DataFrame({"a": [1]}))
+    with pytest.raises(signals.Interrupted), signals.honoured():
+        os.kill(os.getpid(), signal.SIGTERM)
+        again.write("Interrupted", "body")
+    assert not (tmp_path / "again").exists() and not list(tmp_path.glob(".again.partial-*"))
+
+
+def test_a_demand_of_days_runs_until_interrupted(tmp_path):
+    """Nine days between two writes: before, "internal error: OverflowError: timeout is too
+    large" at once (the worker's timeout, 3x the demand, went to poll() past 2**31 ms)."""
+    demand = tmp_path / "d.csv"
+    demand.write_text("time_ns,size\n0,100\n777600000000000,200\n")
+    proc = subprocess.Popen([str(BIN / "magnet"), "replay", "tcp", demand, "--loopback", "--stacks", "1",
+                             "-o", tmp_path / "out"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.wait(8)
+    except subprocess.TimeoutExpired:
+        pass
+    assert proc.returncode is None, proc.stderr.read()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.strip().endswith("magnet: interrupted"), err
+    assert interrupts.wait_clean(proc.pid, tmp_path / "out") == {}
