@@ -175,6 +175,7 @@ class Side:
 
     def poll(self, timeout: float) -> int:
         """Wait up to `timeout` s for sockets; handle what they have. Returns the events."""
+        self.reads.check()
         events = self.selector.select(timeout)
         for key, mask in events:
             data = key.data
@@ -510,7 +511,8 @@ class Side:
             if c.status != "ok":
                 failed[int(self.plan.number[c.k])] = c.status
         return {"side": self.args.side, "failed": failed, "margin_ns": self.pacer.margin,
-                "connections": len(self.conns)}
+                "connections": len(self.conns),
+                "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
     def save(self) -> None:
         record = self.args.record

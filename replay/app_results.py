@@ -118,9 +118,11 @@ def _adus(demand: AppDemand, plans: dict, rec: dict, issued: np.ndarray, anchor:
     for s, reader in ((0, "server"), (1, "client")):
         reads = np.asarray(rec[reader]["reads"]).reshape(-1, 3)
         reads = reads[reads[:, 2] > 0]
+        reads = reads[np.lexsort((reads[:, 0], reads[:, 1]))]        # by connection, then time
+        bounds = np.searchsorted(reads[:, 1], np.arange(len(numbers) + 1))
         for k in np.unique(a_conn[a_side == s]):
             index = int(np.searchsorted(numbers, k))
-            mine = reads[reads[:, 1] == index]
+            mine = reads[bounds[index]:bounds[index + 1]]
             got = np.cumsum(mine[:, 2])
             which = np.flatnonzero((a_conn == k) & (a_side == s))
             at = np.searchsorted(got, through[which])

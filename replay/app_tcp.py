@@ -48,7 +48,7 @@ class AppRun:
     method: str                    # bpf or reads
     connections: object            # DataFrame (connections.csv)
     adus: object                   # DataFrame (adus.csv)
-    timing: dict                   # per side: fidelity of its rows' issue times
+    timing: dict                   # per side: fidelity of its rows' issue times, its peak RSS
     failed: dict                   # {connection: why}
     traces: dict                   # side -> its capture (bpf)
     notes: list[str]
@@ -106,6 +106,8 @@ def run(demand: AppDemand, out_dir: str | os.PathLike, scenario: Scenario, optio
     tables = app_results.collect(demand, plans, {side: work.path(f"{side}-record") for side in SIDES},
                                  results, anchor, traces)
     failed = app_results.failures(tables.connections)
+    for side, result in results.items():
+        tables.timing[side]["max_rss_mib"] = result["max_rss_kib"] / 1024
     app_results.write(tables, out)
     return AppRun(scenario, options, method, tables.connections, tables.adus, tables.timing, failed,
                   traces, notes, out, applied, tables.series)

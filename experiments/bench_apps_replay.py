@@ -1,0 +1,146 @@
+"""Benchmark: a whole application's connections replayed at once into real TCP.
+
+    python -m magnet.experiments.bench_apps_replay [--connections 1000] [--seconds 600] [--runs 2] \
+        [--quick] [--loopback] [--out DIR]
+    python -m magnet.experiments.bench_apps_replay --write-demand D.magnet    # the demand alone
+
+Target: 1,000 connections over 10 minutes of demand replayed in real TCP with a
+timing error p99 <= 1 ms, all 1,000 connections open at once.  The demand
+(magnetlib.synth.app_requests, also what the ns-3 benchmark replays) is 1,000
+persistent request/response clients opened over the first 10 s: each sends a
+300-byte request an exponential think time (mean 1 s) after reading the previous
+answer, the server answers after 1 ms with about 2 KB (log-normal), until 10
+minutes: about 2,000 sends a second, both sides.  It is replayed by `magnet replay
+tcp` over one duplex path (100 Mbit/s, 5 ms each way) with the BPF capture of both
+sides, `--runs` times.  Per run and side: |issued - due| of the paced sends (due at
+least 1 ms after the side could schedule them: the requests), of every send (the
+answers too, whose error is how soon a side answered what it read), and of the
+opens; the side process's peak RSS; connections complete; the run's wall time; the
+machine's load before and after and a stall probe (a CPU spinning on the clock).
+`--quick`: 100 connections, 30 s.  `--loopback`: no root (127.0.0.1, no path, no
+capture).  Results: experiments/results/apps-replay/ (README.md, runs.csv).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from magnet.replay import app_tcp, tcp
+from magnet.replay.scenario import Path as NetPath
+from magnet.replay.scenario import Scenario
+from magnetlib import app_demand, synth
+
+from . import common
+from .bench_replay import stalls
+
+TARGET_P99_US = 1000.0
+
+
+def demand(connections: int, seconds: float):
+    return synth.app_requests(connections=connections, duration_s=seconds, ramp_s=min(10.0, seconds / 3),
+                              request_bytes=300, response_bytes=2000, period_s=1.0, server_think_s=0.001)
+
+
+def run_once(d, loopback: bool, out: Path) -> list[dict]:
+    scenario = Scenario(stacks=1, path=(NetPath(rate_bps=100_000_000, delay_ns=5_000_000, duplex=True),))
+    options = tcp.TcpOptions(loopback=loopback, capture="none" if loopback else "auto")
+    load_before = os.getloadavg()[0]
+    started = time.monotonic()
+    run = app_tcp.run(d, out, scenario, options)
+    wall = time.monotonic() - started
+    complete = int((run.connections["status"] == "ok").sum())
+    rows = []
+    for side, t in run.timing.items():
+        rows.append({"side": side, "connections": len(run.connections), "complete": complete,
+                     "sends": t["sends"], "paced": t["paced"], "paced_p50_us": t["paced_p50_us"],
+                     "paced_p99_us": t["paced_p99_us"], "paced_max_us": t["paced_max_us"],
+                     "all_p50_us": t["all_p50_us"], "all_p99_us": t["all_p99_us"],
+                     "open_p99_us": t["open_p99_us"], "max_rss_mib": t["max_rss_mib"],
+                     "wall_s": wall, "load_before": load_before, "load_after": os.getloadavg()[0],
+                     "capture": run.method})
+    return rows
+
+
+def _us(value) -> str:
+    return "-" if value is None or value != value else f"{value:.0f} us"
+
+
+def _spread(values: pd.Series) -> str:
+    values = values.dropna()
+    if not len(values):
+        return "-"
+    return f"{values.median():.0f} us (min {values.min():.0f}, max {values.max():.0f})"
+
+
+def summarise(frame: pd.DataFrame) -> str:
+    """Per side, medians and ranges over the runs; the target over every send (answers too)."""
+    lines = []
+    for side, part in frame.groupby("side", sort=False):
+        lines.append(f"- {side} side, over {len(part)} runs: every send's p99 {_spread(part['all_p99_us'])}; "
+                     f"paced sends' p99 {_spread(part['paced_p99_us'])}; opens' p99 "
+                     f"{_spread(part['open_p99_us'])}; peak RSS {part['max_rss_mib'].max():.0f} MiB")
+    met = (frame["all_p99_us"] <= TARGET_P99_US).all()
+    lines.append(f"- target p99 <= {TARGET_P99_US:.0f} us over every send of both sides: "
+                 f"{'met in every run' if met else 'missed'}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--connections", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=600.0, help="the demand's length (default 600)")
+    ap.add_argument("--runs", type=int, default=2, help="replays of the demand (default 2)")
+    ap.add_argument("--quick", action="store_true", help="100 connections, 30 s, one run")
+    ap.add_argument("--loopback", action="store_true", help="no root: 127.0.0.1, no path, no capture")
+    ap.add_argument("--write-demand", metavar="FILE", help="write the demand (.csv, .parquet, .magnet), do nothing else")
+    ap.add_argument("--out", default=str(common.default_out("apps-replay")))
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.connections, args.seconds, args.runs = 100, 30.0, 1
+    d = demand(args.connections, args.seconds)
+    if args.write_demand:
+        app_demand.write(d, args.write_demand)
+        print(f"{args.write_demand}: {d.summary()}, {len(d)} rows", file=sys.stderr)
+        return 0
+    if not args.loopback and os.geteuid() != 0:
+        sys.exit("bench_apps_replay: needs root for network namespaces (or --loopback)")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    when = time.strftime("%Y-%m-%d %H:%M")
+    probes = [stalls()]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mgrp-bench-") as work:
+        for k in range(args.runs):
+            for row in run_once(d, args.loopback, Path(work) / f"run{k}"):
+                rows.append({"run": k + 1, **row})
+                r = rows[-1]
+                print(f"  run {k + 1}, {r['side']}: {r['paced']} paced sends p99 {_us(r['paced_p99_us'])}, "
+                      f"all {r['sends']} p99 {_us(r['all_p99_us'])}, {r['complete']}/{r['connections']} "
+                      f"complete, {r['max_rss_mib']:.0f} MiB, load {r['load_before']:.1f}", file=sys.stderr)
+    probes.append(stalls())
+    frame = pd.DataFrame(rows)
+    frame.to_csv(out / "runs.csv", index=False)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    text = "\n".join([
+        f"# Whole-application replay: {args.connections} connections, {args.seconds:g} s of demand",
+        "", f"`python -m magnet.experiments.bench_apps_replay {' '.join(argv or sys.argv[1:])}`, {when}. "
+        f"Demand: {d.summary()}, {len(d)} rows. Path: 100 Mbit/s, 5 ms each way, duplex"
+        + (" (loopback: none)" if args.loopback else "") + f". Peak RSS of the run's own process "
+        f"{rss:.0f} MiB. A CPU spinning on the clock for 1 s, before and after: "
+        + "; ".join(f"{p['stalls_per_s']:.0f} stalls/s over 20 us, {p['stalled_pct']:.1f}% of its time, "
+                    f"longest {p['max_stall_us']:.0f} us" for p in probes) + ".",
+        "", summarise(frame), "", common.markdown(frame, "{:.1f}"), ""])
+    (out / "README.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
