@@ -62,7 +62,7 @@ def run_once(d, loopback: bool, out: Path) -> list[dict]:
                      "sends": t["sends"], "paced": t["paced"], "paced_p50_us": t["paced_p50_us"],
                      "paced_p99_us": t["paced_p99_us"], "paced_max_us": t["paced_max_us"],
                      "all_p50_us": t["all_p50_us"], "all_p99_us": t["all_p99_us"],
-                     "open_p99_us": t["open_p99_us"], "max_rss_mib": t["max_rss_mib"],
+                     "open_p99_us": t["open_p99_us"], "max_rss_mib": t["max_rss_mib"], "cpu_s": t["cpu_s"],
                      "wall_s": wall, "load_before": load_before, "load_after": os.getloadavg()[0],
                      "capture": run.method})
     return rows

@@ -108,6 +108,7 @@ def run(demand: AppDemand, out_dir: str | os.PathLike, scenario: Scenario, optio
     failed = app_results.failures(tables.connections)
     for side, result in results.items():
         tables.timing[side]["max_rss_mib"] = result["max_rss_kib"] / 1024
+        tables.timing[side]["cpu_s"] = result["cpu_s"]
     app_results.write(tables, out)
     return AppRun(scenario, options, method, tables.connections, tables.adus, tables.timing, failed,
                   traces, notes, out, applied, tables.series)

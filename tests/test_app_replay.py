@@ -106,6 +106,24 @@ def _first_send_rows(d, side=None) -> np.ndarray:
     return sends[np.r_[True, key[1:] != key[:-1]]]
 
 
+def test_open_loop_waits_for_nothing(tmp_path):
+    """--open-loop: every row at its time_ns.  The server's answer is set 250 ms before the
+    request it waits for: closed-loop it follows the request, open-loop it goes first."""
+    path = tmp_path / "d.csv"
+    path.write_text("connection,event,side,time_ns,size,adu,wait_bytes,think_ns,after\n"
+                    "1,open,client,0,0,-1,0,0,0\n"
+                    "1,send,server,50000000,2000,1,300,0,0\n"
+                    "1,send,client,300000000,300,0,0,300000000,0\n")
+    issued = {}
+    for mode, extra in (("closed", []), ("open", ["--open-loop"])):
+        proc = run_magnet("replay", "tcp", path, "--loopback", "--no-plots", *extra, "-o", tmp_path / mode)
+        assert proc.returncode == 0, proc.stderr_text
+        adus = pd.read_csv(tmp_path / mode / "adus.csv").set_index("side")
+        issued[mode] = adus["start_s"]
+    assert issued["closed"]["server"] > issued["closed"]["client"]
+    assert issued["open"]["server"] < issued["open"]["client"] - 0.1
+
+
 def test_cli_whole_application(tmp_path):
     """`magnet replay tcp D.magnet --loopback`: the tables, and connection 1 alone with --stream."""
     path = tmp_path / "d.magnet"
