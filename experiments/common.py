@@ -21,7 +21,6 @@ import os
 import platform
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -217,21 +216,14 @@ class Results:
 
 @contextmanager
 def workspace(args: argparse.Namespace, prefix: str):
-    """The study's work directory: --work, else a temporary one removed at the end; SIGTERM
-    is a KeyboardInterrupt meanwhile, so an ended study cleans up as after Ctrl-C."""
+    """The study's work directory: --work, else a temporary one removed at the end."""
     work = args.work or Path(tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield work
     finally:
-        signal.signal(signal.SIGTERM, previous)
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def gate(ok: bool, why: str) -> None:

@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from magnetlib import app_demand, app_metrics, connections, knobs, wire_demand
+from magnetlib import app_demand, app_metrics, connections, knobs, signals, wire_demand
 from magnetlib.errors import TraceError
 
 from . import common
@@ -95,6 +95,7 @@ PREDICTORS = {p.name: p for p in (
     Predictor("wire-adu-tcp", "tcp", "wire-adu"), Predictor("wire-adu-ns3", "ns3", "wire-adu"),
     Predictor("wire-open-tcp", "tcp", "wire-open", True), Predictor("wire-open-ns3", "ns3", "wire-open", True))}
 QUICK_APPS = ["http-python", "redis-paced", "h2load-h2"]
+HONOURS_SIGNALS = True          # it checks for them itself (magnetlib.signals): see main()
 CLIENT_TIMEOUT_S = 300
 REPLAY_TIMEOUT_S = 600
 
@@ -161,8 +162,6 @@ def run_app(run: Run, recipe, commands, site: Site, pcap: bool = False) -> None:
         except path.PathError as e:
             run.status = f"magnet path: {e}"
             return
-        except path.Interrupted:
-            raise KeyboardInterrupt from None
     run.seconds = time.monotonic() - started
     if result.status:
         run.status = f"the client exited with status {result.status}" + (
@@ -200,15 +199,13 @@ def replay_unavailable(engine: str) -> str | None:
 def run_replay(run: Run, demand: Path, site: Site, predictor: Predictor, extra: list[str]) -> None:
     """`magnet replay ENGINE DEMAND -o DIR` across `site`."""
     run.dir.mkdir(parents=True, exist_ok=True)
-    cmd = [*magnet_command(), "replay", predictor.engine, str(demand), "-o", str(run.dir), *site.argv,
+    cmd = [*magnet_command(), "replay", predictor.engine, str(demand), "-o", str(run.dir), "--no-plots", *site.argv,
            *(["--open-loop"] if predictor.open_loop else []), *extra]
     started = time.monotonic()
     with open(run.dir / "replay.log", "w") as log:
         print("$ " + shlex.join(cmd), file=log, flush=True)
-        try:
-            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  timeout=REPLAY_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if not finish(proc, started + REPLAY_TIMEOUT_S):
             run.status = f"no result after {REPLAY_TIMEOUT_S} s"
             return
     run.seconds = time.monotonic() - started
@@ -218,6 +215,30 @@ def run_replay(run: Run, demand: Path, site: Site, predictor: Predictor, extra: 
         run.status = "the replay wrote no client.magnet/server.magnet"
     else:
         run.status = "ok"
+
+
+def finish(proc: subprocess.Popen, deadline: float) -> bool:
+    """Wait for a replay (from any thread): True when it ended by itself; ended (and False)
+    at the deadline; ended, then Interrupted, when a signal came (magnetlib.signals)."""
+    while proc.poll() is None:
+        caught = signals.pending()
+        if caught or time.monotonic() > deadline:
+            stop(proc)
+            if caught:
+                raise signals.Interrupted(caught)
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """End a replay as Ctrl-C would (it cleans up), killed if it has not after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def last_line(path: Path) -> str:
@@ -282,7 +303,7 @@ def plan(args, work: Path) -> tuple[list[Run], list[Run]]:
 
 
 # --------------------------------------------------------------- execute ---
-def execute(args, work: Path, say=print) -> list[Run]:
+def execute(args, work: Path) -> list[Run]:
     """Every run of the plan; a run that cannot happen says why in its status."""
     from magnet.experiments.apps import RECIPES
     realtime, ns3 = plan(args, work)
@@ -292,9 +313,11 @@ def execute(args, work: Path, say=print) -> list[Run]:
     demands: dict[str, dict[str, Path]] = {}
     commands: dict = {}
     bar = common.progress(total=len(realtime) + len(ns3), desc="fidelity")
-    for run in realtime:
-        source = sources[run.app]
-        recipe = RECIPES[run.app]
+
+    def do(run: Run) -> Run:
+        if signals.pending():                    # any thread: no new run once a signal came
+            raise signals.Interrupted(signals.pending())
+        source, recipe = sources[run.app], RECIPES[run.app]
         if run.kind == "source":
             commands[run.app] = recipe.prepare(work / run.app / "files")
             run_app(run, recipe, commands[run.app], SOURCE, pcap=True)
@@ -309,19 +332,17 @@ def execute(args, work: Path, say=print) -> list[Run]:
             run_app(run, recipe, commands[run.app], SITES[run.site])
         else:
             predict(run, demands[run.app], engines_down, extra)
+        return run
+
+    def done(run: Run) -> None:
         bar.update()
         common.progress_note(f"  {run.label()}: {run.status} ({run.seconds:.1f} s)")
-    def one(run: Run) -> Run:
-        source = sources[run.app]
-        if source.status != "ok":
-            run.status = f"no source ({source.status})"
-        else:
-            predict(run, demands[run.app], engines_down, extra)
-        return run
-    with ThreadPoolExecutor(args.jobs) as pool:
-        for run in pool.map(one, ns3):
-            bar.update()
-            common.progress_note(f"  {run.label()}: {run.status} ({run.seconds:.1f} s)")
+
+    for run in realtime:                         # one at a time: they would disturb each other
+        done(do(run))
+    with ThreadPoolExecutor(args.jobs) as pool:  # simulations only: nothing real-time runs now
+        for run in pool.map(do, ns3):
+            done(run)
     bar.close()
     return realtime + ns3
 
@@ -384,17 +405,19 @@ def runs_frame(runs: list[Run]):
 
 
 # ------------------------------------------------------------------ main ---
-def gates(args) -> None:
-    """The study's prerequisites, each in one line (exit 2) when missing."""
+def unavailable(apps: list[str]) -> str | None:
+    """Why the study cannot run here (None: it can): root, tcpdump, the BPF capture, the
+    applications' packages."""
     from magnet.experiments.apps import RECIPES
     from magnet.replay import wire
-    common.gate(os.geteuid() == 0, "fidelity needs root (network namespaces, the BPF capture)")
-    common.gate(shutil.which("tcpdump") is not None, "fidelity needs tcpdump (apt-get install tcpdump)")
+    if os.geteuid() != 0:
+        return "fidelity needs root (network namespaces, the BPF capture)"
+    if shutil.which("tcpdump") is None:
+        return "fidelity needs tcpdump (apt-get install tcpdump)"
     why = wire.bpf_unavailable()
-    common.gate(why is None, f"fidelity needs the BPF capture: {why}")
-    for app in args.apps:
-        missing = RECIPES[app].missing()
-        common.gate(missing is None, f"{missing}")
+    if why:
+        return f"fidelity needs the BPF capture: {why}"
+    return next((why for app in apps if (why := RECIPES[app].missing())), None)
 
 
 def load() -> str:
@@ -417,11 +440,12 @@ def others() -> str:
 def main(argv: list[str] | None = None) -> int:
     from . import fidelity_report
     args = options(argv)
-    gates(args)
+    why = unavailable(args.apps)
+    common.gate(why is None, why or "")
     started = time.monotonic()
     context = {"load": load(), "others": others()}
     try:
-        with common.workspace(args, "magnet-fidelity-") as work:
+        with signals.honoured(), common.workspace(args, "magnet-fidelity-") as work:
             runs = execute(args, work)
             rows, profiles = measure(runs)
             minutes = (time.monotonic() - started) / 60

@@ -15,8 +15,10 @@ it and its first, so the far side's think times hold the original path's round t
 * ADUs (default): one `send` per ADU of its bytes, waiting for every byte of the
   peer seen before it: Tmix's sequential replay.
 * `per_segment=True`: one `send` per data segment at its time, for `--open-loop`
-  replays (every row at its time_ns, as a packet replayer writes what it captured);
-  its waits and think times are those the segments had, so the table stays valid.
+  replays (every row at its time_ns, as a packet replayer writes what it captured).
+  A packet replayer waits for nothing: every row's wait_bytes is 0 and its think
+  time the gap from its side's previous row, so even a closed-loop replay of it
+  writes each side's segments at their captured spacing.
 
 Connections open at their SYN (no dependencies between connections: a packet trace
 does not show them, and Tmix starts each vector at its time); they close at the first
@@ -82,6 +84,8 @@ def from_records(rec, where: str, per_segment: bool = False) -> AppDemand:
     data = _new_data(seg)
     rows = _rows(data, open_ns, per_segment)
     closes = _closes(seg, data, open_ns)
+    if per_segment:
+        _on_own_clock(rows, closes, open_ns)
     d = _table(rows, closes, open_ns, opener)
     validate(d, where)
     d.notes = [f"{len(flows)} TCP connections from the wire at one capture point: ADUs are runs of "
@@ -143,6 +147,21 @@ def _rows(data: dict, open_ns: np.ndarray, per_segment: bool) -> dict:
     return {"conn": conn[starts], "side": side[starts], "ns": ns[starts], "size": sizes,
             "adu": adu[starts], "wait": wait[starts], "think": think[starts]}
 
+
+
+def _on_own_clock(rows: dict, closes: dict, open_ns: np.ndarray) -> None:
+    """Every row waits for nothing and thinks from its side's previous row (or the open)."""
+    n = len(rows["conn"])
+    conn, side = np.r_[rows["conn"], closes["conn"]], np.r_[rows["side"], closes["side"]]
+    ns = np.r_[rows["ns"], closes["ns"]]
+    order = np.lexsort((np.arange(len(ns)), ns, side, conn))
+    g, t = (conn * 2 + side)[order], ns[order]
+    first = np.r_[True, g[1:] != g[:-1]] if len(g) else np.zeros(0, bool)
+    prev = np.where(first, open_ns[conn[order]], np.r_[0, t[:-1]])
+    think = np.empty(len(ns), np.int64)
+    think[order] = t - np.maximum(prev, open_ns[conn[order]])
+    rows["think"], closes["think"] = think[:n], think[n:]
+    rows["wait"], closes["wait"] = np.zeros(n, np.int64), np.zeros(len(ns) - n, np.int64)
 
 
 def _closes(seg: dict, data: dict, open_ns: np.ndarray) -> dict:
