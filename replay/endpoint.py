@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import errno
 import gc
 import json
 import select
@@ -148,15 +149,24 @@ def set_congestion_control(sock: socket.socket, cc: str) -> None:
 def tune(sock: socket.socket, args) -> None:
     """The TCP settings every socket of the replay gets (before connect or listen)."""
     if args.mss:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, args.mss)
+        _set(sock, socket.IPPROTO_TCP, socket.TCP_MAXSEG, args.mss, "TCP_MAXSEG")
     if args.cc:
         set_congestion_control(sock, args.cc)
     if args.nodelay:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if args.sndbuf:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, args.sndbuf)
+        _set(sock, socket.SOL_SOCKET, socket.SO_SNDBUF, args.sndbuf, "SO_SNDBUF")
     if args.rcvbuf:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, args.rcvbuf)
+        _set(sock, socket.SOL_SOCKET, socket.SO_RCVBUF, args.rcvbuf, "SO_RCVBUF")
+
+
+def _set(sock: socket.socket, level: int, option: int, value: int, name: str) -> None:
+    """setsockopt, or OSError naming the option and the value (one past a C int too)."""
+    try:
+        sock.setsockopt(level, option, value)
+    except (OSError, OverflowError, TypeError) as e:
+        raise OSError(getattr(e, "errno", None) or errno.EINVAL,
+                      f"{name} {value}: {getattr(e, 'strerror', None) or 'out of range'}") from None
 
 
 def listen(args) -> socket.socket:

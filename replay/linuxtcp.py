@@ -18,9 +18,10 @@
                      is capped by the socket's delack_max, 200 ms by default: 200 ms is
                      Linux's own; another cap needs a sockops program calling
                      bpf_setsockopt(TCP_BPF_DELACK_MAX) (replay.delack), 8 to 200 ms
-  mss                TCP_MAXSEG on every socket (default: the path MTU's)
-  sndbuf, rcvbuf     SO_SNDBUF, SO_RCVBUF (Linux doubles the value for its bookkeeping)
-  read_size          the receiving application's recv() size (endpoint --read-size)
+  mss                TCP_MAXSEG on every socket (default: the path MTU's), 88 to 32767
+  sndbuf, rcvbuf     SO_SNDBUF, SO_RCVBUF (Linux doubles the value for its bookkeeping and
+                     caps it at net.core.wmem_max, rmem_max), up to 2**31 - 1 (a C int)
+  read_size          the receiving application's recv() size (endpoint --read-size), the same
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ from magnetlib import knobs
 AVAILABLE_CC = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 LINUX_DELACK_MAX_NS = 200_000_000           # TCP_DELACK_MAX (HZ/5)
 LINUX_DELACK_COUNT = 2
+MSS_RANGE = (88, 32767)                     # TCP_MAXSEG: TCP_MIN_MSS to MAX_TCP_WINDOW (net/tcp.h)
+C_INT_MAX = 2**31 - 1                       # socket options and sizes the endpoint passes as int
 
 
 def available_cc() -> list[str]:
@@ -58,6 +61,7 @@ def plan(tcp, namespaces: bool, available: list[str], default_mss: int | None = 
         cc = knobs.cc_for("tcp", tcp.cc, available)
     except ValueError as e:
         raise ValueError(f"--cc: {e}") from None
+    _check_ranges(tcp)
     args = [f"--cc={cc}", f"--read-size={tcp.read_size}"]
     mss = tcp.mss or default_mss
     for flag, value in (("--mss", mss), ("--sndbuf", tcp.sndbuf), ("--rcvbuf", tcp.rcvbuf)):
@@ -82,6 +86,17 @@ def plan(tcp, namespaces: bool, available: list[str], default_mss: int | None = 
                                  "--loopback would change it for the whole machine")
     _delack(tcp, namespaces, out)
     return out
+
+
+def _check_ranges(tcp) -> None:
+    """ValueError naming the flag and what Linux takes, before anything starts."""
+    low, high = MSS_RANGE
+    if tcp.mss is not None and not low <= tcp.mss <= high:
+        raise ValueError(f"--mss {tcp.mss}: Linux takes {low} to {high} bytes (TCP_MAXSEG)")
+    for flag, value, what in (("--sndbuf", tcp.sndbuf, "SO_SNDBUF"), ("--rcvbuf", tcp.rcvbuf, "SO_RCVBUF"),
+                              ("--read-size", tcp.read_size, "a recv() size")):
+        if value is not None and not 1 <= value <= C_INT_MAX:
+            raise ValueError(f"{flag} {value}: {what} is 1 to {C_INT_MAX} bytes on Linux (a C int)")
 
 
 def _delack(tcp, namespaces: bool, out: LinuxTcp) -> None:

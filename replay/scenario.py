@@ -106,7 +106,21 @@ class Cross:
         return f"{what} UDP at {self.share * 100:g}% of the bottleneck ({self.packet_bytes} B packets)"
 
 
+MAX_CROSS_FLOWS = 1000          # bulk flows per bottleneck: a thread and a socket each, both ends
+MAX_UDP_PAYLOAD = 65507         # an IPv4 datagram's payload at most (65535 - 20 - 8)
+
+
 def cross(text: str) -> Cross:
+    """A --cross value; ValueError naming it, its syntax, or the range it is out of."""
+    c = _cross(text)
+    if c.kind == "tcp" and c.flows > MAX_CROSS_FLOWS:
+        raise ValueError(f"cross traffic {text!r}: 1 to {MAX_CROSS_FLOWS} bulk TCP flows")
+    if c.kind != "tcp" and c.packet_bytes > MAX_UDP_PAYLOAD:
+        raise ValueError(f"cross traffic {text!r}: UDP packets of 1 to {MAX_UDP_PAYLOAD} B (an IPv4 datagram)")
+    return c
+
+
+def _cross(text: str) -> Cross:
     kind, _, rest = text.strip().partition(":")
     kind = kind.lower()
     parts = rest.split("/") if rest else []

@@ -55,6 +55,8 @@ LOOPBACK = "127.0.0.1"
 LOOPBACK_MSS = 1448               # what a 1500-byte MTU gives, so loopback segments look alike
 TOOLS = ("ip",)
 SUBNET = "10.202"
+# Device names FAMILY<pid>t<k>x fit IFNAMSIZ for a pid of 7 digits (pid_max 4194304) up to k = 99.
+MAX_STACKS = 99
 
 
 class ReplayError(TraceError):
@@ -632,6 +634,9 @@ def prepare(scenario: Scenario, options: TcpOptions) -> linuxtcp.LinuxTcp:
     ReplayError naming the flag and the problem otherwise."""
     check_privileges(options)
     try:
+        if scenario.stacks > MAX_STACKS:
+            raise ValueError(f"--stacks {scenario.stacks}: real TCP runs 1 to {MAX_STACKS} stacks "
+                             "(its devices and addresses are numbered by stack)")
         if options.loopback:
             return linuxtcp.plan(scenario.tcp, False, linuxtcp.available_cc(), LOOPBACK_MSS)
         for k in range(1, scenario.stacks + 1):
