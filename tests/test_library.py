@@ -283,3 +283,71 @@ def test_an_empty_library_answers_with_no_rows(tmp_path):
     assert empty.traces().empty and empty.streams().empty
     assert empty.query("SELECT count(*) AS n FROM records")["n"][0] == 0
     assert empty.demand_stats().empty and empty.modulation().empty and empty.loss().empty
+
+
+def _create_at_once(path, barrier, results) -> None:
+    from magnetlib.library import catalog
+    barrier.wait()
+    try:
+        catalog.open_layout(path, create=True)
+        results.put("ok")
+    except Exception as e:              # what a creator saw, to be shown by the test
+        results.put(f"{type(e).__name__}: {e}")
+
+
+def test_creators_at_once_all_get_the_one_library(tmp_path):
+    """Three processes creating the same new library at the same instant, 30 times: before,
+    one was refused ("is not empty and not a magnet library") or tripped on another's
+    magnet-library.json.tmp in 28 of 50 rounds."""
+    import multiprocessing
+
+    from magnetlib.library import catalog        # loaded once, before the forks
+    assert catalog.MARKER
+    ctx = multiprocessing.get_context("fork")
+    seen = []
+    for i in range(30):
+        barrier, results = ctx.Barrier(3), ctx.Queue()
+        path = tmp_path / f"lib{i}" if i % 2 else tmp_path / f"empty{i}"
+        if i % 2 == 0:
+            path.mkdir()                    # an empty directory is taken too
+        procs = [ctx.Process(target=_create_at_once, args=(path, barrier, results)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        seen += [results.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join()
+        assert sorted(q.name for q in path.iterdir()) == [".staging", "catalog", "events", "magnet-library.json"]
+    assert seen == ["ok"] * len(seen), [s for s in seen if s != "ok"][:3]
+    assert not list(tmp_path.glob(".*.new-*"))
+
+
+def test_a_half_made_library_is_completed(traces, tmp_path):
+    """What a creation stopped by a full disk left before (its directories, an empty
+    magnet-library.json.tmp, no marker) was refused by every later add; it is completed."""
+    from magnetlib.library import Library
+    lib = tmp_path / "lib"
+    for d in ("events", "catalog/streams", ".staging"):
+        (lib / d).mkdir(parents=True)
+    (lib / "magnet-library.json.tmp").write_text("")
+    Library.create(lib).add([traces["alpha"]])
+    assert sorted(p.name for p in lib.iterdir()) == [".lock", ".staging", "catalog", "events", "magnet-library.json"]
+    assert len(Library(lib).traces()) == 1
+
+
+def test_a_full_disk_while_creating_leaves_nothing_half_made(traces, tmp_path):
+    """ENOSPC while the library is made (a tmpfs of 4 inodes, in a mount namespace of its
+    own): one line, no directory left that a later add would refuse; with room, it works."""
+    from .conftest import require_root, require_tool
+    require_root()
+    require_tool("unshare")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    magnet = BIN / "magnet"
+    script = (f"mount -t tmpfs -o size=1m,nr_inodes=4 none {disk} && "
+              f"{magnet} library add --library {disk}/lib {traces['alpha']}; echo status=$?; "
+              f"ls -A {disk}; mount -o remount,nr_inodes=1000 {disk} && "
+              f"{magnet} library add --library {disk}/lib {traces['alpha']} >/dev/null 2>&1 && echo added")
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == [f"magnet: {disk}/lib: cannot create the library: No space left on device"], proc.stderr
+    assert proc.stdout.split() == ["status=2", "added"], proc.stdout

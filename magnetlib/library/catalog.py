@@ -19,10 +19,12 @@ uncommitted imports and moves those of committed ones into place.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import re
+import secrets
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -78,23 +80,75 @@ def safe_label(text: str) -> str:
 
 
 def open_layout(path: str | os.PathLike, create: bool = False) -> Layout:
-    """The layout of the library at `path`; with create, make an empty library there."""
+    """The layout of the library at `path`; with create, make an empty library there.
+
+    Creation is atomic: the empty library is made in a directory of its own beside
+    `path` and renamed onto it (rename(2) takes an empty directory's place, and fails
+    on a directory holding anything), so concurrent creators all end up with the one
+    that won, and a failed creation (a full disk) leaves `path` as it was.  A library
+    half made by an interrupted creation (its empty directories, no marker) is
+    completed."""
     root = Path(path)
     layout = Layout(root)
+    if not layout.marker.is_file() and create:
+        if _half_made(layout):
+            _complete(layout)
+        elif root.exists() and any(root.iterdir()):
+            raise LibraryError(str(root), "is not empty and not a magnet library; refusing to use it")
+        else:
+            _create(layout)
     if layout.marker.is_file():
         _check_marker(layout)
         return layout
-    if not create:
-        what = "does not exist" if not root.exists() else "is not a magnet library (no magnet-library.json)"
-        raise LibraryError(str(root), what)
-    if root.exists() and any(root.iterdir()):
-        raise LibraryError(str(root), "is not empty and not a magnet library; refusing to use it")
+    what = "does not exist" if not root.exists() else "is not a magnet library (no magnet-library.json)"
+    raise LibraryError(str(root), what)
+
+
+SKELETON = ("events", "catalog", ".staging", ".lock")
+
+
+def _half_made(layout: Layout) -> bool:
+    """A directory holding only what creation makes before the marker, and no file."""
+    root = layout.root
+    if not root.is_dir():
+        return False
+    entries = {p.name for p in root.iterdir()}
+    leftover_tmp = {p for p in entries if p.startswith(f".{MARKER}.") or p == MARKER + ".tmp"}
+    if not entries or not entries - leftover_tmp <= set(SKELETON):
+        return False
+    return not any(p.is_file() and p.name != ".lock" for name in entries - leftover_tmp
+                   for p in [root / name, *(root / name).rglob("*")])
+
+
+def _skeleton(layout: Layout) -> None:
     for d in (layout.events, layout.streams_dir, layout.staging):
         d.mkdir(parents=True, exist_ok=True)
-    tmp = root / (MARKER + ".tmp")
-    tmp.write_text(json.dumps({"format": "magnet-library", "version": LAYOUT_VERSION}) + "\n")
-    os.replace(tmp, layout.marker)
-    return layout
+    with private.replacing(layout.marker, durable=True) as tmp:
+        Path(tmp).write_text(json.dumps({"format": "magnet-library", "version": LAYOUT_VERSION}) + "\n")
+
+
+def _create(layout: Layout) -> None:
+    root = layout.root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    new = root.parent / f".{root.name}.new-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        new.mkdir()
+        _skeleton(Layout(new))
+        os.rename(new, root)
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not layout.marker.is_file():
+            raise LibraryError(str(root), f"cannot create the library: {e.strerror or e}") from None
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
+
+
+def _complete(layout: Layout) -> None:
+    try:
+        _skeleton(layout)
+    except OSError as e:
+        raise LibraryError(str(layout.root), f"cannot complete the library: {e.strerror or e}") from None
+    for tmp in [*layout.root.glob(MARKER + ".tmp"), *layout.root.glob(f".{MARKER}.*.tmp")]:
+        tmp.unlink(missing_ok=True)
 
 
 def _check_marker(layout: Layout) -> None:
