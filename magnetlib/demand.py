@@ -284,7 +284,7 @@ def _whole_numbers(frame, column: str, dtype, path: str) -> np.ndarray:
     import pandas as pd
     values = frame[column]
     if pd.api.types.is_integer_dtype(values):
-        return values.to_numpy(dtype)
+        return _integers(values, column, dtype, path)
     try:
         numbers = pd.to_numeric(values).to_numpy(np.float64)
     except (ValueError, TypeError) as e:
@@ -299,3 +299,18 @@ def _whole_numbers(frame, column: str, dtype, path: str) -> np.ndarray:
         what = "is empty or NaN" if np.isnan(value) else f"{value:g} is not a whole number in range"
         raise TraceError(path, f"row {i}: {column} {what}")
     return numbers.astype(dtype)
+
+
+def _integers(values, column: str, dtype, path: str) -> np.ndarray:
+    """An integer column (numpy's, or pandas' nullable Int64 of Parquet) as `dtype`: a
+    missing value or one out of the dtype's range is named by its row, never cast."""
+    missing = values.isna().to_numpy()
+    if missing.any():
+        raise TraceError(path, f"row {int(np.argmax(missing))}: {column} is empty or NaN")
+    raw = values.to_numpy(getattr(values.dtype, "numpy_dtype", values.dtype))
+    limits = np.iinfo(dtype)
+    bad = (raw < limits.min) | (raw > limits.max)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise TraceError(path, f"row {i}: {column} {int(raw[i])} is not a whole number in range")
+    return raw.astype(dtype)

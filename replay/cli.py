@@ -272,7 +272,7 @@ def cmd_replay_tcp(args) -> int:
                                 directions="send" if args.send_only else "both")
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    inputs.write_compact(demand, str(out / "demand.magnet"))
+    inputs.write_compact(demand, str(out / "demand.magnet"), source=args.demand)
     print(tcp.describe(scenario, options, linux), flush=True)
     print(_pinning(options) + _demand_line(demand), flush=True)
     run = tcp.run_chain(demand, out, scenario, options, progress=lambda line: print(line, file=sys.stderr))

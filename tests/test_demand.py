@@ -72,3 +72,37 @@ def test_bad_demand_files(tmp_path, body, problem):
         demand.read_demand(path)
     with pytest.raises(magnetlib.TraceError, match="unknown demand file type"):
         demand.read_demand(tmp_path / "x.txt")
+
+
+@pytest.mark.parametrize("columns,problem", [
+    ({"time_ns": [0, None, 20], "size": [100, 200, 300]}, "row 1: time_ns is empty or NaN"),
+    ({"time_ns": [0, 10, 20], "size": [100, None, 300]}, "row 1: size is empty or NaN"),
+    ({"sockid": [1, -1, 1], "time_ns": [0, 10, 20], "size": [1, 2, 3]}, "row 1: sockid -1 is not a whole number"),
+])
+def test_nullable_parquet_columns(tmp_path, columns, problem):
+    """Parquet's nullable Int64 with a null (pandas reads it as Int64, not float): before,
+    "internal error: ValueError: cannot convert to 'int64'"; a negative stream id was
+    wrapped to 0xffffffffffffffff."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "nullable.parquet"
+    pd.DataFrame({k: pd.array(v, dtype="Int64") for k, v in columns.items()}).to_parquet(path)
+    with pytest.raises(magnetlib.TraceError, match=problem):
+        demand.read_demand(path)
+
+
+@pytest.mark.parametrize("replayer", [["tcp", "--loopback"], ["ns3"]])
+def test_replayers_name_the_input_of_a_bad_demand(tmp_path, replayer):
+    """Both replayers: one line naming the input file, status 2 (before: an internal error
+    for the Parquet null; the output's demand.magnet named for a 3 GB write, in tcp)."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from .conftest import assert_clean_error, run_magnet
+    null = tmp_path / "null.parquet"
+    pd.DataFrame({"time_ns": pd.array([0, None], dtype="Int64"), "size": pd.array([1, 2], dtype="Int64")}).to_parquet(null)
+    assert_clean_error(run_magnet("replay", *replayer, null, "-o", tmp_path / "a"),
+                       f"{null}: row 1: time_ns is empty or NaN")
+    big = tmp_path / "big.csv"
+    big.write_text("time_ns,size\n0,100\n10,3000000000\n")
+    assert_clean_error(run_magnet("replay", *replayer, big, "-o", tmp_path / "b"),
+                       f"{big}: write 2 is 3000000000 bytes")
