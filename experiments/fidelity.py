@@ -273,7 +273,11 @@ def options(argv):
     p.add_argument("--jobs", type=knobs.arg(knobs.positive_count), default=2,
                    help="ns-3 replays at once, after the real-time runs (default 2)")
     p.add_argument("--work", type=Path, help="keep every run's traces here (default: a temporary directory)")
+    p.add_argument("--reanalyse", action="store_true",
+                   help="run nothing: measure the runs kept in --work by an earlier run (its runs.csv) again")
     args = common.parse(p, argv)
+    if args.reanalyse and not args.work:
+        p.error("--reanalyse: give the --work directory of the run to measure again")
     args.apps = common.choices(p, "--apps", args.apps or ",".join(QUICK_APPS if args.quick else RECIPES), RECIPES)
     args.paths = common.choices(p, "--paths", args.paths or ",".join(list(SITES)[:1] if args.quick else SITES), SITES)
     args.predictors = common.choices(p, "--predictors", args.predictors, PREDICTORS)
@@ -344,7 +348,26 @@ def execute(args, work: Path) -> list[Run]:
         for run in pool.map(do, ns3):
             done(run)
     bar.close()
+    runs_frame(realtime + ns3).to_csv(work / "runs.csv", index=False)
     return realtime + ns3
+
+
+def kept(args, work: Path) -> list[Run]:
+    """The runs an earlier study left in `work` (--reanalyse), those of this one's options."""
+    import pandas as pd
+    try:
+        frame = pd.read_csv(work / "runs.csv", keep_default_na=False)
+    except OSError as e:
+        raise TraceError(str(work / "runs.csv"), f"no runs to measure again: {e.strerror}") from None
+    runs = []
+    for r in frame.itertuples():
+        if r.app not in args.apps or (r.kind != "source" and (r.path not in args.paths or
+                                                              (r.kind != "truth" and r.kind not in args.predictors))):
+            continue
+        where = work / r.app / ("source" if r.kind == "source" else f"{r.path}/{r.kind}" if r.kind != "truth"
+                                else f"{r.path}/truth-{r.run}")
+        runs.append(Run(r.app, r.path, r.kind, int(r.run), where, r.status, float(r.seconds or "nan"), r.work))
+    return runs
 
 
 def predict(run: Run, demands: dict[str, Path], engines_down: dict, extra: dict) -> None:
@@ -360,7 +383,7 @@ def measure(runs: list[Run]):
     """fidelity.csv's rows: each prediction against each truth run of its application and
     path, each truth run against the later ones (the floor); and the profiles (for the CDFs)."""
     import pandas as pd
-    profiles, failed = {}, {}
+    profiles = {}
     for run in runs:
         if run.status != "ok":
             continue
@@ -368,7 +391,6 @@ def measure(runs: list[Run]):
             profiles[id(run)] = app_metrics.profile(*map(str, run.traces), source=run.label())
         except TraceError as e:
             run.status = f"its traces: {e}"
-            failed[id(run)] = str(e)
     rows = []
     for (app, site), group in _groups(runs):
         truths = [r for r in group if r.kind == "truth" and id(r) in profiles]
@@ -385,6 +407,30 @@ def measure(runs: list[Run]):
             for t in truths:
                 rows.append(_row(app, site, run.kind, str(t.run), profiles[id(run)], profiles[id(t)]))
     return pd.DataFrame(rows), profiles
+
+
+def facts(runs: list[Run], profiles: dict):
+    """What the findings are drawn from, per application and path: on A, what its demands
+    hold (connections, those opened `after` another, sends of each demand) and the share of
+    its ADUs that answer the one before; on each B, that share in the truth runs (median)."""
+    import numpy as np
+    import pandas as pd
+    rows = []
+    for run in runs:
+        p = profiles.get(id(run))
+        if p is None or run.kind not in ("source", "truth"):
+            continue
+        row = {"app": run.app, "path": run.site, "run": run.run, "answering": p.answers / p.adus if p.adus
+               else np.nan}
+        if run.kind == "source":
+            demands = {name: app_demand.read(run.dir / f"{name}.csv") for name in ("demand", "wire-adu")}
+            d = demands["demand"]
+            opens = d.event == app_demand.OPEN
+            row.update(connections=int(opens.sum()), after=int((d.after[opens] > 0).sum()),
+                       **{f"{name}_sends": int((x.event == app_demand.SEND).sum()) for name, x in demands.items()})
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    return frame.groupby(["app", "path"], sort=False).median(numeric_only=True).reset_index() if len(frame) else frame
 
 
 def _groups(runs: list[Run]):
@@ -446,8 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     context = {"load": load(), "others": others()}
     try:
         with signals.honoured(), common.workspace(args, "magnet-fidelity-") as work:
-            runs = execute(args, work)
+            runs = kept(args, work) if args.reanalyse else execute(args, work)
             rows, profiles = measure(runs)
+            context["facts"] = facts(runs, profiles)
             minutes = (time.monotonic() - started) / 60
             context["load"] += f" at the start, {load()} at the end"
             path = fidelity_report.write(args, runs, rows, profiles, minutes, context)

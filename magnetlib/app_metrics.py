@@ -55,8 +55,15 @@ class Profile:
     first_write_s: np.ndarray                # per connection (in order of first write), from zero
     last_read_s: np.ndarray
     bytes: np.ndarray                        # (connections, 2): bytes written client->server, server->client
-    responses_s: np.ndarray                  # every response time
+    responses_s: list                        # per connection, its response times in order of request
+    adus: int = 0                            # ADUs that follow another of their connection
+    answers: int = 0                         # ... whose writer had read all of the one before
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def responses(self) -> np.ndarray:
+        """Every response time (s)."""
+        return np.concatenate(self.responses_s) if self.responses_s else np.zeros(0)
 
     @property
     def completion_s(self) -> np.ndarray:
@@ -84,7 +91,7 @@ class Profile:
         c = self.completion_s
         return (f"{len(c)} connections, completion median {np.nanmedian(c) if len(c) else float('nan'):.3f} s, "
                 f"{len(self.sizes('c2s'))}+{len(self.sizes('s2c'))} data segments, "
-                f"{len(self.responses_s)} responses")
+                f"{len(self.responses)} responses")
 
 
 # ---------------------------------------------------------------- reading ---
@@ -170,26 +177,27 @@ def _reduce(s: cx.Sockets, conns: list[cx.Connection], dev: list, source: str, n
     by = np.argsort(c, kind="stable")
     cuts = np.searchsorted(c[by], np.arange(1, n))
     parts = [np.split(a[by], cuts) for a in (ns, side, kind, size)]
-    responses = [_responses(*(part[i] for part in parts)) for i in order]
+    found = [_responses(*(part[i] for part in parts)) for i in order]
     return Profile(source, zero, seg["conn"], seg["ns"], seg["size"], (first_write[order] - zero) / 1e9,
-                   (last_read[order] - zero) / 1e9, nbytes[order],
-                   np.concatenate(responses) / 1e9 if responses else np.zeros(0), notes)
+                   (last_read[order] - zero) / 1e9, nbytes[order], [times / 1e9 for times, _, _ in found],
+                   sum(k for _, k, _ in found), sum(a for _, _, a in found), notes)
 
 
-def _responses(ns: np.ndarray, side: np.ndarray, kind: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """Response times (ns) of one connection's ADUs that answer the previous one."""
+def _responses(ns: np.ndarray, side: np.ndarray, kind: np.ndarray, size: np.ndarray) -> tuple:
+    """Response times (ns) of one connection's ADUs that answer the previous one; how many
+    ADUs follow another, and how many of those answer it."""
     order = np.argsort(ns, kind="stable")
     ns, side, kind, size = ns[order], side[order], kind[order], size[order]
     w = kind == cx.WRITE
     wns, wside, wsize = ns[w], side[w], size[w]
     if len(wns) < 2:
-        return np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), 0, 0
     start = np.flatnonzero(np.r_[True, wside[1:] != wside[:-1]])
     run_side, run_first = wside[start], wns[start]
     run_end = np.r_[start[1:], len(wns)] - 1
     sent = [np.cumsum(np.where(wside == x, wsize, 0)) for x in (CLIENT, SERVER)]
     reads = [(ns[(~w) & (side == x)], np.cumsum(size[(~w) & (side == x)])) for x in (CLIENT, SERVER)]
-    out = []
+    out, asked_at, answering = [], [], 0
     for x in (CLIENT, SERVER):                          # answers written by side x
         j = np.flatnonzero(run_side == x)
         j = j[j > 0]
@@ -200,12 +208,17 @@ def _responses(ns: np.ndarray, side: np.ndarray, kind: np.ndarray, size: np.ndar
         read_t, read_cum = reads[x]
         had = np.r_[0, read_cum][np.searchsorted(read_t, run_first[j], side="right")]
         answers = j[had >= asked]
+        answering += len(answers)
         total = sent[x][run_end[answers]]               # this side's bytes through its answer
         back_t, back_cum = reads[y]
         at = np.searchsorted(back_cum, total, side="left")
         got = at < len(back_t)
         out.append(back_t[at[got]] - run_first[answers[got] - 1])
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
+        asked_at.append(run_first[answers[got] - 1])
+    if not out:
+        return np.zeros(0, np.int64), len(start) - 1, answering
+    times = np.concatenate(out)
+    return times[np.argsort(np.concatenate(asked_at), kind="stable")], len(start) - 1, answering
 
 
 # --------------------------------------------------------------- metrics ---
@@ -217,6 +230,21 @@ def ks(a: np.ndarray, b: np.ndarray, least: int = MIN_SAMPLES) -> float:
     a, b = np.sort(a), np.sort(b)
     x = np.r_[a, b]
     return float(np.abs(np.searchsorted(a, x, "right") / len(a) - np.searchsorted(b, x, "right") / len(b)).max())
+
+
+def ks_within(a: np.ndarray, b: np.ndarray, tolerance: float, least: int = MIN_SAMPLES) -> float:
+    """The KS distance when values within `tolerance` (relative) of each other count as equal:
+    the least D with Fa(x) <= Fb(x (1 + tolerance)) + D and Fb(x) <= Fa(x (1 + tolerance)) + D
+    (the Levy distance's idea on a log scale).  Non-negative values; NaN as for ks()."""
+    if min(len(a), len(b)) < max(least, 1):
+        return float("nan")
+    a, b = np.sort(a), np.sort(b)
+    x = np.r_[a, b]
+
+    def cdf(v, at):
+        return np.searchsorted(v, at, "right") / len(v)
+    return float(max(0.0, (cdf(a, x) - cdf(b, x * (1 + tolerance))).max(),
+                     (cdf(b, x) - cdf(a, x * (1 + tolerance))).max()))
 
 
 def _weighted(values: list[float], weights: list[int]) -> float:
@@ -242,21 +270,31 @@ def compare(pred: Profile, truth: Profile) -> dict:
             values.append(ks(getattr(pred, get)(d), getattr(truth, get)(d)))
             out[f"ks_{name}_{d}"] = values[-1]
         out[f"ks_{name}"] = _weighted(values, weights)
+    out["ks_gap_2pct"] = _weighted([ks_within(pred.gaps(d), truth.gaps(d), 0.02) for d in DIRECTIONS], weights)
     n = min(len(pred.completion_s), len(truth.completion_s))
     err = np.abs(pred.completion_s[:n] - truth.completion_s[:n]) / truth.completion_s[:n]
     out["completion_err_median"] = float(np.median(err)) if n else float("nan")
     out["completion_err_p90"] = float(np.quantile(err, 0.9)) if n else float("nan")
     out["completion_s"] = float(np.median(pred.completion_s)) if len(pred.completion_s) else float("nan")
-    out["response_ks"] = ks(pred.responses_s, truth.responses_s)
-    med = [float(np.median(p.responses_s)) if len(p.responses_s) else float("nan") for p in (pred, truth)]
-    out["response_err_median"] = abs(med[0] - med[1]) / med[1] if med[1] > 0 else float("nan")
-    out["response_s"] = med[0]
+    out["response_ks"] = ks(pred.responses, truth.responses)
+    pairs = [(p[:k], t[:k]) for p, t in zip(pred.responses_s, truth.responses_s) if (k := min(len(p), len(t)))]
+    err = np.concatenate([np.abs(p - t) / t for p, t in pairs]) if pairs else np.zeros(0)
+    out["response_err_median"] = float(np.median(err)) if len(err) else float("nan")
+    out["response_s"] = float(np.median(pred.responses)) if len(pred.responses) else float("nan")
     out["throughput_err"] = _series_error(pred, truth)
+    out["start_lag_s"] = float(np.median(pred.first_write_s[:n] - truth.first_write_s[:n])) if n else float("nan")
+    out["span_ratio"] = _span(pred) / _span(truth) if _span(truth) > 0 else float("nan")
+    out["answering"] = pred.answers / pred.adus if pred.adus else float("nan")
     out["connections"] = len(pred.completion_s)
     out["connections_truth"] = len(truth.completion_s)
     out["bytes_diff"] = int(np.abs(pred.bytes[:n] - truth.bytes[:n]).sum()
                             + pred.bytes[n:].sum() + truth.bytes[n:].sum())
     return out
+
+
+def _span(p: Profile) -> float:
+    """Seconds from the run's first write to its last read."""
+    return float(p.last_read_s.max()) if len(p.last_read_s) else 0.0
 
 
 def _series_error(pred: Profile, truth: Profile) -> float:

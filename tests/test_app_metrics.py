@@ -51,10 +51,22 @@ def test_profile_of_request_response(tmp_path):
     assert p.bytes.tolist() == [[400, 4448], [300, 3000]]
     # answers: 3000 B asked at 1 ms, read by 6.5 ms; the next request answers it (its last byte
     # read by the server at 20.5 ms, from the answer's first write at 6 ms); then 1448 B
-    assert sorted(np.round(p.responses_s * 1e3, 3)) == [2.5, 5.5, 5.5, 14.5]
+    assert [list(np.round(r * 1e3, 3)) for r in p.responses_s] == [[5.5, 14.5, 2.5], [5.5]]   # by request
     assert sorted(p.sizes("s2c").tolist()) == sorted([1448, 1448, 104, 1448, 1448, 1448, 104])
     assert sorted(p.sizes("c2s").tolist()) == [100, 300, 300] and len(p.gaps("s2c")) == 3 + 2
     assert p.throughput("s2c").sum() == 7448
+    assert (p.adus, p.answers) == (4, 4)
+
+
+def test_writes_that_do_not_wait_for_the_answer(tmp_path):
+    """A client that sends its next request before the answer arrived (on its own clock):
+    that ADU does not answer, and is no response."""
+    cap = Capture()
+    cap.connection(1, 0, [(CLIENT, 1 * MS, 300), (SERVER, 4 * MS, 1000), (CLIENT, 4_200_000, 300),
+                          (SERVER, 8 * MS, 1000)])
+    p = profile(tmp_path, cap)
+    assert (p.adus, p.answers) == (3, 2)
+    assert list(np.round(p.responses * 1e3, 3)) == [3.5, 4.3]
 
 
 def test_compare_is_zero_against_itself_and_sees_a_slower_run(tmp_path):
@@ -106,3 +118,13 @@ def test_ks_is_the_largest_cdf_difference(a, b):
     brute = max(abs((a <= x).mean() - (b <= x).mean()) for x in grid)
     assert app_metrics.ks(a, b, least=1) == pytest.approx(brute)
     assert np.isnan(app_metrics.ks(a[:1], b[:1]))
+    assert app_metrics.ks_within(a, b, 0.0, least=1) == pytest.approx(brute)
+    assert app_metrics.ks_within(a, b, 0.5, least=1) <= brute + 1e-12
+
+
+def test_ks_within_a_tolerance_forgives_small_shifts():
+    a = np.r_[np.full(30, 0.006), np.full(15, 0.3068)]
+    b = np.r_[np.full(30, 0.00599), np.full(15, 0.3070)]          # microseconds apart
+    assert app_metrics.ks(a, b) == pytest.approx(2 / 3)
+    assert app_metrics.ks_within(a, b, 0.02) == 0
+    assert app_metrics.ks_within(a, a * 1.1, 0.02) == app_metrics.ks(a, a * 1.1) == pytest.approx(2 / 3)
