@@ -19,10 +19,12 @@ class H2load(Recipe):
     packages = (NGINX, H2LOAD)
     options: str = ""
     url_port: int = 0
+    requests: int = REQUESTS
+    work_params = ("requests",)
 
     def prepare(self, work: Path) -> Commands:
         server, home = nginx_server(work, {"object.bin": OBJECT})
-        client = shell(f'{H2LOAD.program} {self.options} -n {REQUESTS} '
+        client = shell(f'{H2LOAD.program} {self.options} -n {self.requests} '
                        f'"http://$MAGNET_SERVER:{self.url_port}/object.bin"')
         return Commands(server, client, self.port, {"nginx": home})
 
@@ -32,8 +34,8 @@ class H2load(Recipe):
         if not m:
             raise RecipeError(self.name, f"h2load's output has no requests line: {stdout.strip()[-200:]!r}")
         total, _, done, ok, failed = map(int, m.groups())
-        if ok != REQUESTS or failed:
-            raise RecipeError(self.name, f"{ok} of {REQUESTS} requests succeeded ({failed} failed)")
+        if ok != self.requests or failed:
+            raise RecipeError(self.name, f"{ok} of {self.requests} requests succeeded ({failed} failed)")
         traffic = re.search(r"traffic: .*?\((\d+)\) total", stdout)
         protocol = re.search(r"Application protocol: (\S+)", stdout)
         return {"requests": ok, "bytes": int(traffic.group(1)) if traffic else None,

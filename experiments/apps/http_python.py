@@ -21,7 +21,7 @@ class HttpPython(Fetch):
 
     def prepare(self, work: Path) -> Commands:
         www = private_dir(work, "www")
-        data_file(www / "file.bin", SIZE)
+        data_file(www / "file.bin", self.size)
         server = ["/usr/bin/python3", "-m", "http.server", str(PORT), "--bind", "0.0.0.0",
                   "--directory", str(www)]
         return Commands(server, curl(f"http://$MAGNET_SERVER:{PORT}/file.bin"), PORT, {"www": www})

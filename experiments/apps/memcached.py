@@ -21,13 +21,15 @@ class Memcached(Recipe):
                f"{PERIOD_S * 1000:.0f} ms on one connection, pipelined when answers lag")
     packages = (MEMCACHED,)
     port = PORT
+    requests = REQUESTS
+    work_params = ("requests",)
     slow_path_s = 11.0
 
     def prepare(self, work: Path) -> Commands:
         server = [MEMCACHED.program, "-u", "root", "-l", "0.0.0.0", "-p", str(PORT), "-U", "0",
                   "-m", "64", "-c", "1024"]
         client = shell(f'{sys.executable} -m magnet.experiments.apps.memcache_client '
-                       f'--server "$MAGNET_SERVER" --port {PORT} --requests {REQUESTS} --keys {KEYS} '
+                       f'--server "$MAGNET_SERVER" --port {PORT} --requests {self.requests} --keys {KEYS} '
                        f'--value {VALUE} --period {PERIOD_S}')
         return Commands(server, client, PORT)
 
@@ -36,6 +38,6 @@ class Memcached(Recipe):
             done = json.loads(stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise RecipeError(self.name, f"the client's output is not its summary: {stdout.strip()[-200:]!r}")
-        if done.get("stored") != KEYS or done.get("hits") != REQUESTS - KEYS:
-            raise RecipeError(self.name, f"expected {KEYS} stored and {REQUESTS - KEYS} hits, got {done}")
+        if done.get("stored") != KEYS or done.get("hits") != self.requests - KEYS:
+            raise RecipeError(self.name, f"expected {KEYS} stored and {self.requests - KEYS} hits, got {done}")
         return done

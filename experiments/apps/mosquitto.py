@@ -47,6 +47,8 @@ class Mosquitto(Recipe):
                "(QoS 0) to the broker, which forwards them to mosquitto_sub across the same path")
     packages = (BROKER, PUB)
     port = PORT
+    messages = MESSAGES
+    work_params = ("messages",)
     slow_path_s = 11.0
 
     def prepare(self, work: Path) -> Commands:
@@ -56,12 +58,12 @@ class Mosquitto(Recipe):
         client_dir = private_dir(work, "mqtt-client")
         (client_dir / "payload.txt").write_bytes(b"m" * SIZE)
         client = shell(CLIENT.format(dir=client_dir, sub=SUB.program, pub=PUB.program, port=PORT,
-                                     topic=TOPIC, n=MESSAGES, period=PERIOD_S))
+                                     topic=TOPIC, n=self.messages, period=PERIOD_S))
         return Commands([BROKER.program, "-c", str(conf)], client, PORT, {"broker": home})
 
     def verify(self, stdout: str, commands: Commands) -> dict:
         m = re.search(r"received=(\d+)", stdout)
-        if not m or int(m.group(1)) != MESSAGES:
+        if not m or int(m.group(1)) != self.messages:
             raise RecipeError(self.name, f"the subscriber received {m.group(1) if m else 'no'} of "
-                                         f"{MESSAGES} messages")
-        return {"messages": MESSAGES, "bytes": MESSAGES * SIZE}
+                                         f"{self.messages} messages")
+        return {"messages": self.messages, "bytes": self.messages * SIZE}

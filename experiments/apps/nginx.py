@@ -59,7 +59,7 @@ class NginxBulk(Fetch):
     slow_path_s = 18.0
 
     def prepare(self, work: Path) -> Commands:
-        server, home = nginx_server(work, {"file.bin": BULK_SIZE})
+        server, home = nginx_server(work, {"file.bin": self.size})
         return Commands(server, curl(f"http://$MAGNET_SERVER:{HTTP1_PORT}/file.bin"), HTTP1_PORT,
                         {"nginx": home})
 

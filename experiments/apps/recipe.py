@@ -11,6 +11,7 @@ ending the run ends it.
 """
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
@@ -63,6 +64,7 @@ class Recipe:
     packages: tuple[Package, ...] = ()
     port: int = 0
     slow_path_s: float = 0.0               # expected duration at 200 ms RTT, 2 Mbit/s
+    work_params: tuple[str, ...] = ()      # the attributes that fix its work (sizes, counts)
 
     def missing(self) -> str | None:
         """One line naming what is not installed and the Debian package that has it."""
@@ -77,6 +79,21 @@ class Recipe:
     def versions(self) -> dict[str, str]:
         """Package -> installed version: recorded with every result."""
         return {p.name: p.version() or "unknown" for p in self.packages}
+
+    def work(self) -> dict:
+        """Its work: parameter -> value (the summary describes the defaults)."""
+        return {name: getattr(self, name) for name in self.work_params}
+
+    def with_work(self, **work) -> "Recipe":
+        """A copy doing other work, e.g. with_work(size=1_000_000): the study that asks for
+        less (or more) says so with its results."""
+        unknown = sorted(set(work) - set(self.work_params))
+        if unknown:
+            raise RecipeError(self.name, f"no work parameter {', '.join(unknown)} (it has "
+                                         f"{', '.join(self.work_params) or 'none'})")
+        other = copy.copy(self)
+        other.__dict__.update(work)
+        return other
 
     def prepare(self, work: Path) -> Commands:
         raise NotImplementedError
@@ -140,6 +157,7 @@ def curl(url: str) -> list[str]:
 class Fetch(Recipe):
     """A recipe whose client fetches one file of `size` bytes and prints bytes=N."""
     size: int = 0
+    work_params = ("size",)
 
     def verify(self, stdout: str, commands: Commands) -> dict:
         got = counted(stdout, "bytes=", "the bytes fetched", self.name)

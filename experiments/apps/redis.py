@@ -44,11 +44,13 @@ class RedisBenchmark(Recipe):
                f"values over {BENCH_CLIENTS} connections per test, one request at a time on each")
     packages = (SERVER, TOOLS)
     port = PORT
+    requests = BENCH_REQUESTS
+    work_params = ("requests",)
     slow_path_s = 24.0
 
     def prepare(self, work: Path) -> Commands:
         server, home = redis_server(work)
-        client = shell(f'{TOOLS.program} -h "$MAGNET_SERVER" -p {PORT} -n {BENCH_REQUESTS} '
+        client = shell(f'{TOOLS.program} -h "$MAGNET_SERVER" -p {PORT} -n {self.requests} '
                        f'-c {BENCH_CLIENTS} -d {BENCH_SIZE} -t {",".join(BENCH_TESTS).lower()} --csv')
         return Commands(server, client, PORT, {"redis": home})
 
@@ -57,7 +59,7 @@ class RedisBenchmark(Recipe):
         if set(rows) != set(BENCH_TESTS):
             raise RecipeError(self.name, f"redis-benchmark ran {sorted(rows) or 'no test'}, "
                                          f"not {', '.join(BENCH_TESTS)}")
-        return {"requests": BENCH_REQUESTS * len(BENCH_TESTS),
+        return {"requests": self.requests * len(BENCH_TESTS),
                 "rps": {t: float(r["rps"]) for t, r in rows.items()}}
 
 
@@ -69,6 +71,8 @@ class RedisPaced(Recipe):
                "another SETs the value first)")
     packages = (SERVER, CLI)
     port = PORT
+    requests = PACE_REQUESTS
+    work_params = ("requests",)
     slow_path_s = 20.0
 
     def prepare(self, work: Path) -> Commands:
@@ -77,13 +81,13 @@ class RedisPaced(Recipe):
         value.write_bytes(b"m" * PACE_VALUE)
         cli = f'{CLI.program} -h "$MAGNET_SERVER" -p {PORT}'
         client = shell(f'{cli} -x SET magnet:value < "{value}" > /dev/null && '
-                       f'{cli} -r {PACE_REQUESTS} -i {PACE_THINK_S} GET magnet:value | wc -lc')
+                       f'{cli} -r {self.requests} -i {PACE_THINK_S} GET magnet:value | wc -lc')
         return Commands(server, client, PORT, {"redis": home, "value": value})
 
     def verify(self, stdout: str, commands: Commands) -> dict:
         m = re.fullmatch(r"\s*(\d+)\s+(\d+)\s*", stdout)
-        expected = (PACE_REQUESTS, PACE_REQUESTS * (PACE_VALUE + 1))
+        expected = (self.requests, self.requests * (PACE_VALUE + 1))
         if not m or tuple(map(int, m.groups())) != expected:
             raise RecipeError(self.name, f"expected {expected[0]} answers of {PACE_VALUE} B, "
                                          f"got (lines, bytes) {stdout.strip()!r}")
-        return {"requests": PACE_REQUESTS, "bytes": expected[1] - PACE_REQUESTS}
+        return {"requests": self.requests, "bytes": expected[1] - self.requests}

@@ -53,7 +53,7 @@ class Scp(Fetch):
 
     def prepare(self, work: Path) -> Commands:
         home = private_dir(work, "sshd")
-        data_file(home / "file.bin", SIZE)
+        data_file(home / "file.bin", self.size)
         keygen(home / "host_key")
         keygen(home / "client_key")
         (home / "authorized_keys").write_bytes((home / "client_key.pub").read_bytes())

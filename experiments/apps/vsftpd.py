@@ -24,7 +24,7 @@ class Vsftpd(Fetch):
     def prepare(self, work: Path) -> Commands:
         home = private_dir(work, "vsftpd")
         root, empty = private_dir(home, "root"), private_dir(home, "empty")
-        data_file(root / "file.bin", SIZE)
+        data_file(root / "file.bin", self.size)
         conf = home / "vsftpd.conf"
         conf.write_text(CONFIG.format(address="0.0.0.0", root=root, empty=empty))
         return Commands([VSFTPD, str(conf)], curl("ftp://$MAGNET_SERVER/file.bin"), PORT, {"vsftpd": home})
