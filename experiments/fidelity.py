@@ -95,6 +95,12 @@ PREDICTORS = {p.name: p for p in (
     Predictor("wire-adu-tcp", "tcp", "wire-adu"), Predictor("wire-adu-ns3", "ns3", "wire-adu"),
     Predictor("wire-open-tcp", "tcp", "wire-open", True), Predictor("wire-open-ns3", "ns3", "wire-open", True))}
 QUICK_APPS = ["http-python", "redis-paced", "h2load-h2"]
+# The work each application does in this study (the recipes' work parameters): about half of
+# the suite's defaults for the long ones, so that 10 applications x 4 paths x (3 truth runs +
+# 6 predictions) fit in an hour on 2 cores (--full-work: the suite's own).
+WORK = {"nginx-bulk": {"size": 2_000_000}, "scp": {"size": 1_000_000}, "vsftpd": {"size": 2_000_000},
+        "redis-benchmark": {"requests": 200}, "redis-paced": {"requests": 30}, "memcached": {"requests": 100},
+        "h2load-h1": {"requests": 100}, "h2load-h2": {"requests": 100}, "mosquitto": {"messages": 100}}
 HONOURS_SIGNALS = True          # it checks for them itself (magnetlib.signals): see main()
 CLIENT_TIMEOUT_S = 300
 REPLAY_TIMEOUT_S = 600
@@ -272,6 +278,8 @@ def options(argv):
     p.add_argument("--predictors", default=",".join(PREDICTORS), help="predictors (default all six)")
     p.add_argument("--jobs", type=knobs.arg(knobs.positive_count), default=2,
                    help="ns-3 replays at once, after the real-time runs (default 2)")
+    p.add_argument("--full-work", action="store_true",
+                   help="the applications' own work (default: the study's, about half for the long ones)")
     p.add_argument("--work", type=Path, help="keep every run's traces here (default: a temporary directory)")
     p.add_argument("--reanalyse", action="store_true",
                    help="run nothing: measure the runs kept in --work by an earlier run (its runs.csv) again")
@@ -309,7 +317,6 @@ def plan(args, work: Path) -> tuple[list[Run], list[Run]]:
 # --------------------------------------------------------------- execute ---
 def execute(args, work: Path) -> list[Run]:
     """Every run of the plan; a run that cannot happen says why in its status."""
-    from magnet.experiments.apps import RECIPES
     realtime, ns3 = plan(args, work)
     engines_down = {e: why for e in ("tcp", "ns3") if (why := replay_unavailable(e))}
     extra = {e: replay_options(e) for e in ("tcp", "ns3") if e not in engines_down}
@@ -321,7 +328,7 @@ def execute(args, work: Path) -> list[Run]:
     def do(run: Run) -> Run:
         if signals.pending():                    # any thread: no new run once a signal came
             raise signals.Interrupted(signals.pending())
-        source, recipe = sources[run.app], RECIPES[run.app]
+        source, recipe = sources[run.app], recipe_of(run.app, args.full_work)
         if run.kind == "source":
             commands[run.app] = recipe.prepare(work / run.app / "files")
             run_app(run, recipe, commands[run.app], SOURCE, pcap=True)
@@ -368,6 +375,12 @@ def kept(args, work: Path) -> list[Run]:
                                 else f"{r.path}/truth-{r.run}")
         runs.append(Run(r.app, r.path, r.kind, int(r.run), where, r.status, float(r.seconds or "nan"), r.work))
     return runs
+
+
+def recipe_of(app: str, full_work: bool = False):
+    """The application's recipe with the study's work (or its own)."""
+    from magnet.experiments.apps import RECIPES
+    return RECIPES[app] if full_work else RECIPES[app].with_work(**WORK.get(app, {}))
 
 
 def predict(run: Run, demands: dict[str, Path], engines_down: dict, extra: dict) -> None:

@@ -100,7 +100,7 @@ def headline(rows: pd.DataFrame, app: str, path: str) -> str:
     cells = []
     for p, r in s.iterrows():
         if r["status"] != "ok":
-            cells.append(f"{p} failed")
+            cells.append(f"{p} {'unavailable' if r['status'].startswith('unavailable') else 'failed'}")
         else:
             cells.append(f"{p} {r['completion_err_median'] * 100:.0f}%/{r['ks_size']:.2f}")
     return (f"fidelity of {app} on {path} (completion-time error / KS of segment sizes; 'truth' is the "
@@ -237,6 +237,9 @@ def intro(args, runs, minutes: float, context: dict) -> str:
         "| path | flags | what |", "|---|---|---|",
         f"| A (source) | `{study.SOURCE.flags}` | {study.SOURCE.title} |",
         *[f"| {s} | `{study.SITES[s].flags}` | {study.SITES[s].title} |" for s in args.paths], "",
+        "Work per application (the recipes' parameters; experiments/apps/): " + "; ".join(
+            f"{app} " + ", ".join(f"{k} {v:,}" for k, v in study.recipe_of(app, args.full_work).work().items())
+            for app in args.apps) + ".", "",
         "Every path is duplex (the same link each way). The source run is captured by `magnet path "
         "--capture` and by tcpdump on the client's device (next to the client, as a tcpdump on the client "
         "host: the server side's think times it shows hold path A's round trip). Metrics: "

@@ -12,12 +12,23 @@ import pytest
 
 import magnetlib
 from magnet.experiments import fidelity
+from magnet.experiments.apps import RECIPES, RecipeError
 from magnet.replay import engines, linkem, wire
 from magnetlib import app_metrics
 
 from .conftest import require, require_root, require_tool
 
 APP, SITE = "http-python", "60ms-10M"
+
+
+def test_the_study_work_is_the_recipes_parameters():
+    for app, work in fidelity.WORK.items():
+        recipe = fidelity.recipe_of(app)
+        assert recipe.work() == {**RECIPES[app].work(), **work} and recipe is not RECIPES[app]
+        assert fidelity.recipe_of(app, full_work=True) is RECIPES[app]
+    assert RECIPES["nginx-bulk"].work() == {"size": 4_000_000}            # the suite's own, untouched
+    with pytest.raises(RecipeError, match="no work parameter"):
+        RECIPES["memcached"].with_work(size=1)
 
 
 @pytest.fixture(scope="module")
