@@ -10,15 +10,6 @@
  * and one more per MSS sizing did the TCP layer's before). */
 #include "magnet.bpf.h"
 
-/* The headers of the packet of a cgroup_skb program (its data starts at the
- * network header), through the one parser. */
-static __always_inline bool parse_packet(struct pkt *p, struct __sk_buff *skb)
-{
-	const struct sk_buff *k = kern_ctx(skb);
-
-	return parse_skb(p, k, k->network_header, skb->len);
-}
-
 /* This capture's verdict on a full TCP socket seen by a cgroup_skb program
  * (which runs only for sockets of the traced cgroup), decided from the socket
  * alone, before the packet is parsed, if no program has decided it yet
@@ -129,7 +120,7 @@ static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
 		s = traced_bpf_sock(full, &fresh);
 		if (!fresh && (!s || (!tcp && !WANT(bit))))
 			goto skipped;		/* the common early exit: not ours, or nothing to record */
-		if (!parse_packet(&p, skb))
+		if (!parse_ctx(&p, skb))
 			goto skipped;
 		if (fresh)
 			decided_flow(skb, &p, recv, s != NULL);
@@ -139,7 +130,7 @@ static __always_inline int ip_event(struct __sk_buff *skb, bool recv)
 		now = bpf_ktime_get_ns();
 		if (tcp)
 			events = tcp_sent(skb, full, s, &p, cookie, now);
-	} else if (!WANT(bit) || !parse_packet(&p, skb) || !handshake_cookie(skb, &p, recv, &cookie)) {
+	} else if (!WANT(bit) || !parse_ctx(&p, skb) || !handshake_cookie(skb, &p, recv, &cookie)) {
 		goto skipped;		/* a listener's: the handshake, whose TCP_SEND sockops records */
 	} else {
 		now = bpf_ktime_get_ns();

@@ -396,50 +396,11 @@ static __always_inline void flow_of_pkt(struct magnet_flow *out, const struct pk
 		reverse_flow(out, &p->flow);
 }
 
-/* The one parser: the TCP/IP headers of a kernel skb whose network header
- * is at head + `net` (its transport header right after the IP header).
- * `net_len` is the packet's length from the network header on, for headers
- * that say 0 (BIG TCP packets longer than 64 KiB). false if not TCP. An IPv6
- * hop-by-hop header before TCP is skipped; other extension headers are not. */
-static __always_inline bool parse_skb(struct pkt *p, const struct sk_buff *skb, __u16 net, __u32 net_len)
-{
-	const unsigned char *head = skb->head;
-	const struct tcphdr *th;
-	__u32 ip_hlen;
-
-	if (skb->protocol == bpf_htons(ETH_P_IP)) {
-		const struct iphdr *ip = rdonly_cast(head + net, bpf_core_type_id_kernel(struct iphdr));
-
-		if (ip->protocol != IPPROTO_TCP)
-			return false;
-		pkt_ip4(p, ip);
-		ip_hlen = ip->ihl * 4;
-	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
-		const struct ipv6hdr *ip6 = rdonly_cast(head + net, bpf_core_type_id_kernel(struct ipv6hdr));
-		__u8 next = ip6->nexthdr;
-
-		ip_hlen = sizeof(*ip6);
-		if (next == NEXTHDR_HOP) {		/* BIG TCP's jumbo option, say */
-			const struct ipv6_opt_hdr *hop = rdonly_cast(head + net + ip_hlen,
-				bpf_core_type_id_kernel(struct ipv6_opt_hdr));
-
-			next = hop->nexthdr;
-			ip_hlen += (hop->hdrlen + 1) * 8;
-		}
-		if (next != IPPROTO_TCP)
-			return false;
-		pkt_ip6(p, ip6);
-	} else {
-		return false;
-	}
-	th = rdonly_cast(head + net + ip_hlen, bpf_core_type_id_kernel(struct tcphdr));
-	pkt_tcp(p, th);
-	p->thlen = th->doff * 4;
-	if (!p->ip_len)
-		p->ip_len = net_len;
-	p->payload = p->ip_len - ip_hlen - p->thlen;
-	return true;
-}
+/* The one parser (state.bpf.c): the TCP/IP headers of a kernel skb whose
+ * network header is at head + `net`, and of a cgroup_skb program's packet.
+ * One call each (the kfuncs it needs inlined there, see rdonly_cast). */
+extern bool parse_skb(struct pkt *p, const struct sk_buff *skb, __u16 net, __u32 net_len);
+extern bool parse_ctx(struct pkt *p, struct __sk_buff *ctx);
 
 /* -------------------------------------------------------------- filters --- */
 
