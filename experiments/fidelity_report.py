@@ -288,10 +288,10 @@ def _app_findings(app: str, part: pd.DataFrame, facts: pd.DataFrame) -> list[str
         good = mine["path"][~miss.any(axis=1) & (mine["status"] == "ok")].tolist()
         missed = {p: [SHORT[m] for m in TARGETS if row[m]] for p, (_, row) in zip(mine["path"], miss.iterrows())
                   if row.any()}
-        text = f"{predictor} meets every target on {_paths(good)}" if good else f"{predictor} meets no path's targets"
+        said = [f"meets every target on {_paths(good)}"] if good else []
         if missed:
-            text += "; misses " + "; ".join(f"{', '.join(ms)} on {p}" for p, ms in missed.items())
-        out.append(text + ".")
+            said.append("misses " + "; ".join(f"{', '.join(ms)} on {p}" for p, ms in missed.items()))
+        out.append(f"{predictor} " + "; ".join(said or ["has no comparison"]) + ".")
     out += _mechanisms(app, part, facts, src)
     out.append(_wire_words(part))
     return out
