@@ -3,7 +3,8 @@
 #   make demo     capture, measure and replay (the headline study, a few minutes)
 #   make test     the whole test suite (root, BPF and ns-3 parts skip with a reason where missing)
 #   make bench    the benchmarks (minutes; figures on stdout)
-#   make fuzz     the fuzz tests of traces and pcaps at 100x their examples (about 10 minutes)
+#   make fuzz     the fuzz tests of traces and pcaps at 100x their examples, then the signal
+#                 fuzzer (replays and studies under signals at random moments; ~20 minutes)
 #   make setup    only the set-up: Debian packages and the .venv virtualenv
 #   make setup-apps  the Debian packages of the suite of real applications (experiments/apps/)
 
@@ -83,13 +84,18 @@ setup-apps: setup
 	$(PY) -m magnet.experiments.apps install
 
 # The fuzz tests of `make test` at 100x the examples (about 10 minutes), then
-# tcpdump's regression captures; MAGNET_FUZZ_EXAMPLES sets the count.
+# tcpdump's regression captures; MAGNET_FUZZ_EXAMPLES sets the count.  Then the
+# signal fuzzer (tests/interrupts.py): SIGNAL_TRIALS runs of each command that
+# honours signals, signalled at a random moment or fork, each checked for exit
+# 130 and nothing left behind (root and ns-3 for most; about 10 minutes).
 FUZZ_EXAMPLES ?= 30000
-fuzz: setup
+SIGNAL_TRIALS ?= 10
+fuzz: setup ns3
 	MAGNET_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider \
 		tests/test_trace.py::test_corruption_never_raises_anything_but_trace_error \
 		tests/test_pcap_reader.py::test_fuzzed_pcaps_never_crash \
 		tests/test_pcap_reader.py::test_tcpdump_corpus tests/test_pcap_reader.py::test_commands_on_hostile_captures
+	$(PY) -m tests.interrupts --trials $(SIGNAL_TRIALS)
 
 bench: setup ns3
 	$(PY) -m magnet.experiments.bench_parse
@@ -131,7 +137,7 @@ capture: setup capture-deps
 	  [ -z "$$CI" ]; \
 	fi
 
-test demo bench: capture
+test demo bench fuzz: capture
 
 # The paper's Table I on this machine (minutes; --quick: under two).
 bench-capture: setup capture

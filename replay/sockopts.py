@@ -23,6 +23,8 @@ from pathlib import Path
 
 from magnetlib import buildcache
 
+from . import workers
+
 SOURCE = Path(__file__).resolve().parent / "linkem"
 TOOLS = ("clang", "bpftool")
 
@@ -75,7 +77,11 @@ class SockOpts:
         self.counts: dict | None = None
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
-        if self.proc.stdout.readline().strip() != "ready":
+        try:
+            line = workers.first_line(self.proc)
+        except workers.WorkerError as e:
+            raise RuntimeError(f"linkem-sockopts: {e}") from None
+        if line.strip() != "ready":
             self.proc.wait()
             err = self.proc.stderr.read().strip().splitlines()
             raise RuntimeError(err[-1] if err else f"linkem-sockopts exited with {self.proc.returncode}")

@@ -27,7 +27,7 @@ from magnetlib import pcap, segmentation
 from magnetlib import demand as demand_mod
 from magnetlib.format import Clock, Event
 
-from . import netns
+from . import netns, workers
 
 # Sockets still closing when the replay ends (FIN, last ACKs) get this long.
 LINGER_S = 0.2
@@ -176,7 +176,10 @@ class PcapSession:
                "-w", path, "tcp"]
         proc = netns.popen(ns, cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                            preexec_fn=lambda: _die_with_parent(signal.SIGINT))
-        line = proc.stderr.readline()
+        try:
+            line = workers.first_line(proc, proc.stderr)
+        except workers.WorkerError as e:
+            raise OSError(f"tcpdump on {dev}: {e}") from None
         if "listening on" not in line:
             proc.kill()
             proc.wait()

@@ -12,22 +12,33 @@ import subprocess
 
 from magnetlib import signals
 
-READY_TIMEOUT_S = 30.0          # from start to listening (a loaded machine imports numpy in ~1 s)
+# From start to listening: a worker imports numpy in ~1 s, but this shared 2-core machine
+# under a load of 20 once took over 30 s.
+READY_TIMEOUT_S = 120.0
 
 
 class WorkerError(Exception):
     """Why a worker failed, in one line."""
 
 
+def first_line(proc: subprocess.Popen, stream=None, timeout: float = READY_TIMEOUT_S) -> str:
+    """The first line a process writes on `stream` (default its stdout).  None within
+    `timeout` s: WorkerError; then, as on a signal (Interrupted), the process is ended
+    here, so one that is not yet anyone's to clean up is not left running."""
+    try:
+        return signals.readline(stream or proc.stdout, timeout)
+    except BaseException as e:
+        proc.kill()
+        proc.communicate()
+        if isinstance(e, TimeoutError):
+            raise WorkerError(f"not ready within {timeout:g} s") from None
+        raise
+
+
 def ready(proc: subprocess.Popen, timeout: float = READY_TIMEOUT_S) -> list[str]:
     """The words after `ready` on the worker's first line; WorkerError (the worker
     ended) if it printed anything else or nothing within `timeout` s."""
-    try:
-        words = signals.readline(proc.stdout, timeout).split()
-    except TimeoutError:
-        proc.kill()
-        proc.communicate()
-        raise WorkerError(f"not ready within {timeout:g} s") from None
+    words = first_line(proc, timeout=timeout).split()
     if words[:1] == ["ready"]:
         return words[1:]
     try:

@@ -27,13 +27,13 @@ def need(key: str) -> None:
 
 @pytest.mark.parametrize("ignored", [False, True])
 def test_a_signal_while_magnet_loads_is_kept(tmp_path, ignored):
-    """SIGINT as magnet loads its commands (strace injects it when replay/cli.py is opened):
+    """SIGINT as magnet loads its commands (strace injects it as replay/cli.py is looked up):
     before, a run started with SIGINT ignored dropped it and ran to its end (exit 0), and
     one that did not printed a KeyboardInterrupt traceback."""
     strace = require_tool("strace")
     proc = subprocess.run(
-        [strace, "-o", "/dev/null", "-P", replay_cli.__file__, "-e", "trace=openat", "-e",
-         "inject=openat:signal=SIGINT:when=1", str(BIN / "magnet"), "replay", "tcp", "synth:ftp",
+        [strace, "-o", "/dev/null", "-P", replay_cli.__file__, "-e", "trace=%file", "-e",
+         "inject=%file:signal=SIGINT:when=1", str(BIN / "magnet"), "replay", "tcp", "synth:ftp",
          "--duration", "2", "--loopback", "--stacks", "1", "-o", tmp_path / "out"],
         capture_output=True, text=True, timeout=120,
         preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None)

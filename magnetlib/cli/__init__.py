@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         with signals.honoured():
             args = build_parser().parse_args(argv)
             if getattr(args, "honours_signals", False):
+                signals.check()                  # one that came while magnet loaded: nothing starts
                 return run(args)
             with signals.suspended():
                 return run(args)

@@ -31,6 +31,8 @@ from pathlib import Path
 from magnetlib import buildcache, knobs
 from magnetlib.errors import TraceError
 
+from .. import workers
+
 SOURCE = Path(__file__).resolve().parent
 TUN_DEVICE = "/dev/net/tun"
 NETNS_DIR = "/run/netns"
@@ -205,7 +207,10 @@ class Emulator:
             cmd.append("--no-rt")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
-        line = self.proc.stdout.readline().split()
+        try:
+            line = workers.first_line(self.proc).split()
+        except workers.WorkerError as e:
+            raise LinkemError(name, str(e)) from None
         if not line or line[0] != "ready":
             self.proc.wait()
             raise LinkemError(name, self._error())
