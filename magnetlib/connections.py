@@ -98,6 +98,11 @@ def _load_one(trace: Trace, index: int) -> dict:
     failed = int(np.count_nonzero(size < 0))
     if failed:
         notes.append(f"{trace.path}: {failed} calls that failed (an error, e.g. EAGAIN) left out")
+    peek = _peeks(trace, pos, sid, ev, ns, size)
+    if peek.any():
+        notes.append(f"{trace.path}: {int(peek.sum())} reads that took no data (MSG_PEEK: copied_seq did not "
+                     "move) left out")
+        size = np.where(peek, 0, size)
     flag_pos = _flagged_device_records(trace)
     flags_known = flag_pos is not None
     if flag_pos is None:
@@ -127,6 +132,24 @@ def _load_one(trace: Trace, index: int) -> dict:
     data = size > 0
     out["call_end"], out["call_ns"], out["call_size"] = at[data], ns[data], size[data]
     out["call_kind"] = np.where(ev[data] == Event.SOCK_SEND, WRITE, READ).astype(np.int8)
+    return out
+
+
+def _peeks(trace: Trace, pos, sid, ev, ns, size) -> np.ndarray:
+    """Reads that left the data in the socket (MSG_PEEK, as vsftpd reads its commands before
+    reading them again): the socket's copied_seq, where the records carry its TCP state,
+    did not move since its previous call.  Counted as reads, they would make the demand
+    wait for twice the bytes its peer sent."""
+    state = ExtValid.TCP_STATE | ExtValid.TCP_INFO
+    if not trace.has_ext or not len(pos):
+        return np.zeros(len(pos), bool)
+    has = (trace.column_at("valid", pos) & state) != 0
+    copied = trace.column_at("copied_seq", pos)
+    order = np.lexsort((ns, sid))
+    s, h, c = sid[order], has[order], copied[order]
+    still = (s[1:] == s[:-1]) & h[1:] & h[:-1] & (c[1:] == c[:-1])
+    out = np.zeros(len(pos), bool)
+    out[order[1:]] = still & (ev[order][1:] == Event.SOCK_RECV) & (size[order][1:] > 0)
     return out
 
 

@@ -302,3 +302,26 @@ def test_real_capture_with_both_ends_in_one_trace(tmp_path):
         assert list(rows(d, number, SERVER, SEND).wait_bytes) == [300, 600, 900]
         assert list(rows(d, number, event=CLOSE).side) == [CLIENT, SERVER]
     assert (d.think_ns[(d.event == SEND) & (d.side == SERVER)] >= 5 * MS).all()
+
+
+def test_peeked_reads_are_not_reads(tmp_path):
+    """vsftpd reads each command with MSG_PEEK, then reads it: the capture sees two reads, the
+    socket's copied_seq moves once; the demand's waits count the bytes once."""
+    cap = Capture()
+    cap.connection(1, 0, [(SERVER, 800_000, 20), (CLIENT, 1 * MS, 16), (SERVER, 3 * MS, 23)], close=(5 * MS, 6 * MS))
+    ends = {CLIENT: ("10.0.0.1", 40001), SERVER: ("10.0.0.2", 80)}
+    cap.add(SERVER, 201, Event.SOCK_RECV, 1 * MS + 400_000, 16, local=ends[SERVER], remote=ends[CLIENT], pid=101)
+    client, server = cap.write(tmp_path)
+    with magnetlib.open(server) as t:
+        rec, meta = t.records.copy(), t.meta
+    reads = np.flatnonzero(rec["event"] == Event.SOCK_RECV)
+    assert len(reads) == 2                          # the peek at 1.4 ms, the read at 1.5 ms (after the greeting)
+    sock = np.isin(rec["event"], [Event.SOCK_SEND, Event.SOCK_RECV])
+    rec["valid"][sock] |= np.uint8(ExtValid.TCP_STATE)
+    rec["copied_seq"][sock] = 1000
+    rec["copied_seq"][reads[1]:] = np.where(sock[reads[1]:], 1016, 0)
+    magnetlib.write(server, rec, meta)
+    d = connections.build([client, server])
+    assert list(rows(d, 1, SERVER, SEND).wait_bytes) == [0, 16]
+    assert any("MSG_PEEK" in note for note in d.notes)
+    assert not any("waited for more bytes" in note for note in d.notes)
