@@ -48,7 +48,7 @@ class H2loadHttp1(H2load):
                "HTTP/1.1 connections opened 5 per 100 ms (4 requests each)")
     options = "--h1 -c 50 -r 5 --rate-period 100ms -m 1"
     port = url_port = HTTP1_PORT
-    slow_path_s = 12.0
+    slow_path_s = 10.0
 
 
 class H2loadHttp2(H2load):
@@ -57,4 +57,4 @@ class H2loadHttp2(H2load):
                f"{OBJECT // 1000} kB file from nginx over 5 connections, 10 streams at once each")
     options = "-c 5 -m 10"
     port = url_port = HTTP2_PORT
-    slow_path_s = 10.0
+    slow_path_s = 9.0

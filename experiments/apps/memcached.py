@@ -23,7 +23,7 @@ class Memcached(Recipe):
     port = PORT
     requests = REQUESTS
     work_params = ("requests",)
-    slow_path_s = 11.0
+    slow_path_s = 12.0
 
     def prepare(self, work: Path) -> Commands:
         server = [MEMCACHED.program, "-u", "root", "-l", "0.0.0.0", "-p", str(PORT), "-U", "0",

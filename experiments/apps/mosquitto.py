@@ -49,7 +49,7 @@ class Mosquitto(Recipe):
     port = PORT
     messages = MESSAGES
     work_params = ("messages",)
-    slow_path_s = 11.0
+    slow_path_s = 12.0
 
     def prepare(self, work: Path) -> Commands:
         home = private_dir(work, "mosquitto")

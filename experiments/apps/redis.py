@@ -46,7 +46,7 @@ class RedisBenchmark(Recipe):
     port = PORT
     requests = BENCH_REQUESTS
     work_params = ("requests",)
-    slow_path_s = 24.0
+    slow_path_s = 21.0
 
     def prepare(self, work: Path) -> Commands:
         server, home = redis_server(work)

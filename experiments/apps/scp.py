@@ -49,7 +49,7 @@ class Scp(Fetch):
     packages = (SSHD, SCP)
     port = PORT
     size = SIZE
-    slow_path_s = 14.0
+    slow_path_s = 17.0
 
     def prepare(self, work: Path) -> Commands:
         home = private_dir(work, "sshd")

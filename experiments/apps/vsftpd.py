@@ -19,7 +19,7 @@ class Vsftpd(Fetch):
     packages = (Package("vsftpd", VSFTPD), Package("curl", "/usr/bin/curl"))
     port = PORT
     size = SIZE
-    slow_path_s = 20.0
+    slow_path_s = 19.0
 
     def prepare(self, work: Path) -> Commands:
         home = private_dir(work, "vsftpd")
