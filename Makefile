@@ -68,12 +68,19 @@ $(NS3_STAMP): $(STAMP)
 ns3: setup $(NS3_STAMP)
 	$(PY) -m magnet.replay.ns3 build
 
+# ns-3's Python bindings (cppyy, built by pip: about 76 s and 520 MB once), for
+# the test that drives ns3-app from a user's Python program (docs/ns3-replay.md).
+NS3_PY_STAMP := $(VENV)/.ns3-bindings-installed
+$(NS3_PY_STAMP): $(NS3_STAMP)
+	$(PY) -m pip install -q 'ns3==3.44.*'
+	touch $@
+
 # The headline (experiments/demo.py): capture an FTP-like transfer, extract its
 # demand, replay it through four stacks in ns-3 and in real TCP, print Table II.
 demo: setup ns3
 	$(PY) -m magnet.experiments.demo --out $(OUT)/demo
 
-test: setup ns3 setup-apps
+test: setup ns3 setup-apps $(NS3_PY_STAMP)
 	$(PY) -m pytest -q
 
 # The suite of real applications (experiments/apps/, docs/apps.md): nginx, redis, memcached,

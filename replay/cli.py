@@ -108,6 +108,9 @@ def register_ns3(replayers) -> None:
                         "(rate, loss, cross, cc, window-scaling, ..., new-data-only); repeatable")
     g.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="sweep runs in parallel (default: CPUs)")
+    g.add_argument("--open-loop", action="store_true",
+                   help="whole-application demand: every event at its original time, no waits or "
+                        "think times")
     p.set_defaults(func=cmd_replay_ns3, honours_signals=True)     # magnetlib.signals
 
 
@@ -121,7 +124,14 @@ def _chain(args):
 
 
 def cmd_replay_ns3(args) -> int:
+    from magnetlib import app_demand
+
     from . import inputs, ns3, sweep
+    if args.stream is None and app_demand.is_app_demand(args.demand):
+        from .ns3_app import replay_app_ns3
+        return replay_app_ns3(args)
+    if args.open_loop:
+        raise TraceError("--open-loop", "only for a whole-application demand (magnet demand --all)")
     combos = [{}]
     if args.sweep:
         try:
@@ -306,8 +316,10 @@ def _replay_app(args, scenario, options) -> int:
     return _report_app(run, not args.no_plots)
 
 
-def _report_app(run, plots: bool) -> int:
-    from . import app_results, report
+def report_app_tables(run, plots: bool) -> list:
+    """Table II per direction, completions and response times of a whole-application
+    replay (either engine's run: out_dir, series, connections, adus); the files written."""
+    from . import report
     out = run.out_dir
     files = [out / "connections.csv", out / "adus.csv"]
     for direction, label in (("send", "client -> server"), ("recv", "server -> client")):
@@ -331,6 +343,13 @@ def _report_app(run, plots: bool) -> int:
         if len(answers):
             print(f"{len(answers)} {side} ADUs answering the other side's: response p50 "
                   f"{answers.median() * 1e3:.2f} ms, p99 {answers.quantile(0.99) * 1e3:.2f} ms")
+    return files
+
+
+def _report_app(run, plots: bool) -> int:
+    from . import app_results
+    out = run.out_dir
+    files = report_app_tables(run, plots)
     for side, timing in run.timing.items():
         print(app_results.timing_line(side, timing))
     for note in run.notes:
@@ -342,7 +361,7 @@ def _report_app(run, plots: bool) -> int:
     print(f"\nwrote {', '.join(str(p) for p in [*run.traces.values(), *files, summary])}")
     if run.failed:
         first = list(run.failed.items())[:3]
-        print(f"magnet: {len(run.failed)} of {len(conns)} connections failed ("
+        print(f"magnet: {len(run.failed)} of {len(run.connections)} connections failed ("
               + ", ".join(f"connection {k}: {why}" for k, why in first)
               + (", ..." if len(run.failed) > 3 else "") + f"); see {out / 'connections.csv'}",
               file=sys.stderr)

@@ -7,6 +7,8 @@
     run.traces                        # out/stack-K.magnet
     run.stack(1)["srtt_mean_ns"], run.stack(1)["tcp_retrans_bytes"], run.new_bytes(1)
     run.applied, run.notes            # what ns-3 applied; what a reader should know
+    app = ns3.run_app("D.csv", "out", Scenario(), open_loop=False)   # a whole application at once
+    app.connections, app.adus, app.traces                            # connections.csv, adus.csv, ...
 
 ns-3 comes from `pip install --no-deps ns3` (headers and shared libraries; the
 Python bindings are not needed).  MAGNET_NS3_ROOT points at another ns-3
@@ -15,6 +17,7 @@ install tree (include/, lib64/ or lib/); MAGNET_NS3_BUILD moves the build cache
 
     python -m magnet.replay.ns3 build        # build now (make test does), print where
     python -m magnet.replay.ns3 test         # build, then run the ns-3 TestSuite
+    g++ my-sim.cc $(python -m magnet.replay.ns3 flags) -o my-sim   # a user's own program
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -39,7 +43,7 @@ from .scenario import Cross, Path as NetPath, Scenario
 APP_DIR = Path(ns3app.__file__).resolve().parent            # ns3-app/ in a checkout
 FORMAT_HEADER_DIR = Path(capture.__file__).resolve().parent  # capture/magnet_format.h
 INSTALL_HINT = "pip install --no-deps ns3"
-CXXFLAGS = ["-std=c++20", "-O2", "-g0", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+CXXFLAGS = ["-std=c++20", "-O2", "-g0", "-fPIC", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 NS3_MODULES = ["point-to-point", "applications", "internet", "network", "core",
                "traffic-control", "stats"]
 # Programs and their main source; every program links the model and helper objects.
@@ -48,7 +52,10 @@ PROGRAMS = {
     "magnet-replay-example": "examples/magnet-replay-example.cc",
     "magnet-replay-test": "test/magnet-replay-test-suite.cc",
 }
+# Sources a program links besides its main (ns-3's own test-runner has the suites' main).
+PROGRAM_EXTRAS = {"magnet-replay-test": ["test/magnet-test-runner.cc"]}
 LIBRARY_DIRS = ("model", "helper")
+LIBRARY_NAME = "libns3-magnet.so"
 
 
 class Ns3Error(TraceError):
@@ -103,6 +110,23 @@ class Programs:
     def chain(self) -> Path:
         return self.path("magnet-chain")
 
+    @property
+    def library(self) -> Path:
+        """ns3-app's model and helpers as one shared library, for users' own programs."""
+        return self.directory / "lib" / LIBRARY_NAME
+
+    @property
+    def include(self) -> Path:
+        """Its headers (and magnet_format.h), for users' own programs."""
+        return self.directory / "include"
+
+    def user_flags(self) -> list[str]:
+        """g++ flags that build a user's ns-3 program with MagnetReplayHelper and
+        MagnetAppReplayHelper: compile and link, after the program's sources."""
+        return ([*CXXFLAGS[:2], f'-DMAGNET_NS3_VERSION="{self.ns3.version}"', f"-I{self.include}",
+                 f"-I{self.ns3.root / 'include'}", f"-L{self.library.parent}",
+                 f"-Wl,-rpath,{self.library.parent}", f"-l{LIBRARY_NAME[3:-3]}"] + _link_flags(self.ns3))
+
 
 def _sources() -> list[tuple[str, Path]]:
     """Every file the programs are built from, by a name independent of where the tree is."""
@@ -146,7 +170,8 @@ def _compile_all(ns3: Ns3Install, cxx: str, work: Path) -> None:
     (work / "bin").mkdir()
     library = [p for d in LIBRARY_DIRS for p in sorted((APP_DIR / d).glob("*.cc"))]
     mains = {name: APP_DIR / src for name, src in PROGRAMS.items()}
-    units = library + list(mains.values())
+    extras = {name: [APP_DIR / e for e in PROGRAM_EXTRAS.get(name, [])] for name in PROGRAMS}
+    units = library + list(mains.values()) + [e for es in extras.values() for e in es]
     objects = {src: work / "obj" / (src.stem + ".o") for src in units}
     flags = _flags(ns3)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -155,8 +180,15 @@ def _compile_all(ns3: Ns3Install, cxx: str, work: Path) -> None:
         for job in jobs:
             job.result()
     for name, src in mains.items():
-        inputs = [str(objects[s]) for s in library] + [str(objects[src])]
+        inputs = [str(objects[s]) for s in library + extras[name]] + [str(objects[src])]
         _run_compiler([cxx, *inputs, "-o", str(work / "bin" / name), *_link_flags(ns3)], src)
+    (work / "lib").mkdir()
+    _run_compiler([cxx, "-shared", *(str(objects[s]) for s in library), "-o", str(work / "lib" / LIBRARY_NAME),
+                   *_link_flags(ns3)], library[0])
+    (work / "include").mkdir()
+    for header in [*(h for d in LIBRARY_DIRS for h in (APP_DIR / d).glob("*.h")),
+                   FORMAT_HEADER_DIR / "magnet_format.h"]:
+        shutil.copy2(header, work / "include" / header.name)
     (work / "ns-3").write_text(f"ns-3 {ns3.version} at {ns3.root}\n")
 
 
@@ -209,15 +241,13 @@ _PATH_ARGS = {
     "jitter": lambda p: f"{p.jitter_ns}ns",
     "hops": lambda p: str(p.hops),
     "mtu": lambda p: str(p.mtu),
+    "duplex": lambda p: str(int(p.duplex)),
 }
 
 
 def chain_args(scenario: Scenario, options: Ns3Options = Ns3Options()) -> list[str]:
     """The magnet-chain flags that run `scenario`: every knob, as ns-3 takes it."""
     paths = [scenario.path_of(k) for k in range(1, scenario.stacks + 1)]
-    if any(p.duplex for p in paths):
-        raise ValueError("--duplex on: ns-3's paths do not emulate a link in the reverse direction "
-                         "yet (--duplex off: delay and jitter only)")
     tcp = scenario.tcp
     args = [f"--{flag}={','.join(fmt(p) for p in paths)}" for flag, fmt in _PATH_ARGS.items()]
     if scenario.cross:
@@ -339,6 +369,99 @@ def _simulate(command: list[str]) -> tuple[str, str, int]:
     return stdout, stderr, proc.returncode
 
 
+# ----------------------------------------------------- whole application ---
+class AppRunFailed(Ns3Error):
+    """A whole-application replay ran, but some connection failed: `run` holds every result."""
+
+    def __init__(self, what: str, problem: str, run: "AppRun"):
+        super().__init__(what, problem)
+        self.run = run
+
+
+@dataclass
+class AppRun:
+    """One whole-application replay in ns-3: its summary.json, what it printed, its files."""
+    out_dir: Path
+    scenario: Scenario
+    summary: dict
+    output: str
+
+    @property
+    def connections(self):
+        import pandas as pd
+        return pd.read_csv(self.out_dir / "connections.csv")
+
+    @property
+    def adus(self):
+        import pandas as pd
+        return pd.read_csv(self.out_dir / "adus.csv")
+
+    @property
+    def traces(self) -> dict:
+        """{"client": client.magnet, "server": server.magnet}."""
+        return {side: self.out_dir / f"{side}.magnet" for side in ("client", "server")}
+
+    @property
+    def applied(self) -> str:
+        lines = self.output.splitlines()
+        end = next((i for i, line in enumerate(lines) if line.startswith("  demand:")), len(lines) - 1)
+        return "\n".join(lines[:end + 1])
+
+    @property
+    def series(self) -> dict:
+        """Table II per direction ("send": client -> server, "recv": back): the writing
+        side's application writes (SOCK_SEND), then its wire (DEV_SEND), every connection,
+        times on the simulation's clock."""
+        import magnetlib
+        from magnetlib import demand as demand_mod
+        from magnetlib import metrics
+        out = {}
+        for direction, side in (("send", "client"), ("recv", "server")):
+            rows = []
+            with magnetlib.open(self.traces[side]) as trace:
+                for k, layer in enumerate(("sock", "dev")):
+                    d = demand_mod.extract(trace.check(), None, "send", layer)
+                    rows.append((metrics.ordinal_label(k), d.time_ns + d.start_ns, d.size))
+            out[direction] = rows
+        return out
+
+
+def write_app_csv(demand, path: str | os.PathLike) -> Path:
+    """A whole-application demand (magnetlib.app_demand.AppDemand) as the CSV ns-3 reads."""
+    demand.to_frame().to_csv(path, index=False)
+    return Path(path)
+
+
+def run_app(demand_csv: str | os.PathLike, out_dir: str | os.PathLike, scenario: Scenario | None = None,
+            options: Ns3Options | None = None, *, open_loop: bool = False,
+            programs: Programs | None = None) -> AppRun:
+    """Replay every connection of a whole-application demand (its CSV form) at once over
+    scenario's first path in ns-3; connections.csv, adus.csv, client.magnet,
+    server.magnet and summary.json go to `out_dir`.  Raises AppRunFailed (with the
+    results) when a connection failed, Ns3Error for bad input."""
+    scenario = (scenario or Scenario()).replace(stacks=1, mode="offline")
+    options = options or Ns3Options()
+    programs = programs or build()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        args = chain_args(scenario, options)
+    except ValueError as e:
+        raise Ns3Error("scenario", str(e)) from None
+    command = [str(programs.chain), f"--app={os.fspath(demand_csv)}", f"--openLoop={int(open_loop)}",
+               f"--out={out}", *args]
+    stdout, stderr, status = _simulate(command)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    problem = lines[-1].removeprefix("magnet-chain: ") if lines else f"exit {status}"
+    what, _, rest = problem.partition(": ") if ": " in problem else ("ns-3", "", problem)
+    if status == 1 and (out / "summary.json").exists():
+        run = AppRun(out, scenario, json.loads((out / "summary.json").read_text()), stdout)
+        raise AppRunFailed(what, rest, run)
+    if status != 0:
+        raise Ns3Error(what, rest)
+    return AppRun(out, scenario, json.loads((out / "summary.json").read_text()), stdout)
+
+
 def run_tests(programs: Programs | None = None, *args: str) -> subprocess.CompletedProcess:
     """Run the ns-3 TestSuite (magnet-replay-test); returns the completed process."""
     programs = programs or build()
@@ -350,11 +473,15 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     ap = argparse.ArgumentParser(prog="python -m magnet.replay.ns3", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=["build", "test"])
+    ap.add_argument("action", choices=["build", "test", "flags"],
+                    help="flags: print the g++ flags of a user's program using ns3-app")
     ap.add_argument("--force", action="store_true", help="rebuild even if cached")
     args = ap.parse_args(argv)
     try:
-        programs = build(force=args.force)
+        programs = build(force=args.force, quiet=args.action == "flags")
+        if args.action == "flags":
+            print(" ".join(shlex.quote(f) for f in programs.user_flags()))
+            return 0
         print(programs.directory)
         if args.action == "test":
             proc = run_tests(programs)

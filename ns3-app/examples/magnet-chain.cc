@@ -13,7 +13,12 @@
  *
  * --bulkReference also moves each stack's bytes with ns-3's BulkSendApplication
  * over an identical link, to measure what the replay costs in comparison.
+ *
+ * --app=D.csv replays every connection of a whole application's demand at once
+ * over the first stack's path instead (MagnetAppScenario): OUT/connections.csv,
+ * OUT/adus.csv, OUT/client.magnet, OUT/server.magnet, OUT/summary.json.
  */
+#include "magnet-app-scenario.h"
 #include "magnet-chain-helper.h"
 #include "magnet-units.h"
 
@@ -165,7 +170,7 @@ PathJson(const MagnetChain& chain, uint32_t k)
       << ", \"r\": " << (p.loss.Bursty() ? std::to_string(p.loss.r) : "null")
       << ", \"bad\": " << p.loss.bad << ", \"good\": " << p.loss.good
       << ", \"mean\": " << p.loss.Mean() << "}, \"jitter_ns\": " << p.jitter.GetNanoSeconds()
-      << ", \"mtu\": " << p.mtu << ", \"mss\": " << c.tcp.Mss(p.mtu)
+      << ", \"mtu\": " << p.mtu << ", \"duplex\": " << Bool(p.duplex) << ", \"mss\": " << c.tcp.Mss(p.mtu)
       << ", \"segment_size\": " << c.tcp.SegmentSize(p.mtu)
       << ", \"description\": " << Quote(chain.Describe(k)) << "}";
     return j.str();
@@ -237,6 +242,9 @@ struct Options
 {
     MagnetChainConfig chain;
     std::string demand;
+    std::string app;       //!< a whole application's demand (CSV) instead of one stream
+    bool openLoop{false};  //!< --app: every event at its original time
+    bool appReference{false}; //!< --app: also time the same connections as OnOffApplications
     uint64_t stream{0};
     std::string summary;
     bool bulkReference{false};
@@ -253,12 +261,13 @@ struct PathFlags
     std::string jitter{"0s"};
     std::string hops{"1"};
     std::string mtu{"1500"};
+    std::string duplex{"0"};
 
     std::vector<MagnetPathConfig> Paths() const
     {
         std::vector<std::vector<std::string>> lists;
         size_t stacks = 1;
-        for (const auto* text : {&rate, &delay, &queue, &loss, &jitter, &hops, &mtu})
+        for (const auto* text : {&rate, &delay, &queue, &loss, &jitter, &hops, &mtu, &duplex})
         {
             lists.push_back(MagnetSplit(*text, ','));
             stacks = std::max(stacks, lists.back().size());
@@ -275,6 +284,7 @@ struct PathFlags
             p.jitter = MagnetTime(value(4), "--jitter");
             p.hops = MagnetCount(value(5), "--hops");
             p.mtu = MagnetCount(value(6), "--mtu");
+            p.duplex = MagnetCount(value(7), "--duplex") != 0;
         }
         return paths;
     }
@@ -293,6 +303,10 @@ Parse(int argc, char* argv[])
     bool newDataOnly = false;
     CommandLine cmd(__FILE__);
     cmd.AddValue("demand", "the demand: a magnet trace (its SOCK_SEND stream)", o.demand);
+    cmd.AddValue("app", "instead: a whole application's demand (CSV), every connection at once", o.app);
+    cmd.AddValue("openLoop", "--app: every event at its original time (no waits, no think times)", o.openLoop);
+    cmd.AddValue("appReference", "--app: also time the same connections as plain OnOffApplications",
+                 o.appReference);
     cmd.AddValue("stream", "sockid of the stream to replay (0: the only one)", o.stream);
     cmd.AddValue("stacks", "number of TCP stacks in sequence", c.stacks);
     cmd.AddValue("mode", "offline (stack k+1 replays stack k's wire) or relay", mode);
@@ -303,6 +317,8 @@ Parse(int argc, char* argv[])
     cmd.AddValue("jitter", "extra delay per packet at the bottleneck, up to this, order kept", path.jitter);
     cmd.AddValue("hops", "links in each path, the middle one the bottleneck", path.hops);
     cmd.AddValue("mtu", "MTU of each path", path.mtu);
+    cmd.AddValue("duplex", "1: the reverse direction has the rate, queue and loss too, and cross "
+                           "traffic runs both ways; 0: delay and jitter only", path.duplex);
     cmd.AddValue("cross", "cross traffic, comma-separated: tcp:N, poisson:SHARE[/BYTES], "
                           "pareto:SHARE[/BYTES/ON/OFF]", cross);
     cmd.AddValue("crossLead", "with cross traffic: how long it runs before the replay connects", c.crossLead);
@@ -341,9 +357,9 @@ Parse(int argc, char* argv[])
         throw std::invalid_argument("--delAckTimeout '" + delAckTimeout + "' is not a time");
     }
     t.delAckTimeout = timeout.Get();
-    if (o.demand.empty() || c.outDir.empty())
+    if ((o.demand.empty() == o.app.empty()) || c.outDir.empty())
     {
-        throw std::invalid_argument("--demand and --out are required");
+        throw std::invalid_argument("--out and one of --demand and --app are required");
     }
     o.summary = c.outDir + "/summary.json";
     if (o.noTrace)
@@ -353,10 +369,123 @@ Parse(int argc, char* argv[])
     return o;
 }
 
+std::string
+CountsJson(const MagnetSideCounts& c)
+{
+    std::ostringstream j;
+    j << "{\"sock_send\": " << c.sockSend << ", \"sock_send_bytes\": " << c.sockSendBytes
+      << ", \"sock_recv\": " << c.sockRecv << ", \"sock_recv_bytes\": " << c.sockRecvBytes
+      << ", \"dev_send\": " << c.devSend << ", \"dev_send_bytes\": " << c.devSendBytes
+      << ", \"dev_recv\": " << c.devRecv << ", \"dev_recv_bytes\": " << c.devRecvBytes << "}";
+    return j.str();
+}
+
+std::string
+DropsJson(const MagnetStackCounts& c)
+{
+    std::ostringstream j;
+    j << "{\"queue_drops\": " << c.queueDrops << ", \"loss_drops\": " << c.lossDrops << "}";
+    return j.str();
+}
+
+void
+WriteSummary(const std::string& path, const std::string& json)
+{
+    std::ofstream out(path + ".tmp");
+    out << json;
+    out.close();
+    if (!out || std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+    {
+        throw MagnetTraceError(path, "cannot write the summary");
+    }
+}
+
+/** --app: every connection of a whole application at once; 1 if any connection failed. */
+int
+RunApp(const Options& o)
+{
+    std::shared_ptr<const MagnetAppDemand> demand = ReadMagnetAppDemand(o.app);
+    const MagnetChainConfig& c = o.chain;
+    MagnetChain chain(c);
+    chain.ApplyDefaults();
+    uint32_t serverOpens = 0;
+    for (const auto& conn : demand->connections)
+    {
+        serverOpens += conn.opener == MagnetSide::Server;
+    }
+    std::cout << "ns-3 " MAGNET_NS3_VERSION ": whole-application replay, " << demand->connections.size()
+              << " connections (" << serverOpens << " opened by the server), "
+              << (o.openLoop ? "open loop (every event at its original time)"
+                             : "closed loop (waits and think times)")
+              << "\n  path: " << chain.Describe(1) << "\n";
+    if (!c.cross.empty())
+    {
+        std::cout << "  " << CrossLine(c) << (c.PathOf(1).duplex ? ", both directions" : "") << "\n";
+    }
+    std::cout << "  TCP:";
+    for (const auto& [name, value] : MagnetChain::TcpSettings())
+    {
+        std::cout << " " << name << "=" << value;
+    }
+    std::cout << "\n  demand: " << demand->Bytes() << " bytes\n";
+    ResetPeakRss();
+    MagnetAppScenario scenario(c, o.openLoop);
+    MagnetAppRunResult r = scenario.Run(demand);
+    uint64_t peak = PeakRss();
+    std::ostringstream reference;
+    if (o.appReference)
+    {
+        ResetPeakRss();
+        auto [cost, bytes] = scenario.RunReference(*demand, r.end);
+        reference << ", \"reference\": {\"wall_s\": " << cost.wallSeconds << ", \"cpu_s\": "
+                  << cost.cpuSeconds << ", \"peak_rss\": " << PeakRss() << ", \"bytes\": " << bytes
+                  << "}";
+        std::cout << "  the same connections as OnOffApplications: " << bytes << " bytes in "
+                  << cost.wallSeconds << " s wall\n";
+    }
+    uint32_t failed = 0;
+    for (const auto& conn : r.connections)
+    {
+        failed += conn.status != "ok";
+    }
+    std::cout << "  " << r.connections.size() - failed << " of " << r.connections.size()
+              << " connections complete, simulated " << r.end.GetSeconds() << " s in "
+              << r.cost.wallSeconds << " s wall\n";
+    std::ostringstream j;
+    j << "{\"config\": " << ConfigJson(chain) << ", \"app\": " << Quote(o.app)
+      << ", \"open_loop\": " << Bool(o.openLoop) << ", \"connections\": " << r.connections.size()
+      << ", \"failed\": " << failed << ", \"first_failure\": " << Quote(r.FirstFailure())
+      << ", \"demand_bytes\": " << demand->Bytes() << ", \"sim_end_ns\": " << r.end.GetNanoSeconds()
+      << ", \"wall_s\": " << r.cost.wallSeconds << ", \"cpu_s\": " << r.cost.cpuSeconds
+      << ", \"peak_rss\": " << peak << reference.str() << ", \"client\": " << CountsJson(r.counts[0])
+      << ", \"server\": " << CountsJson(r.counts[1]) << ", \"bottleneck_forward\": "
+      << DropsJson(r.bottleneck[0]) << ", \"bottleneck_reverse\": " << DropsJson(r.bottleneck[1])
+      << ", \"cross_bytes\": " << r.crossBytes << ", \"cross_ns\": " << r.crossTime.GetNanoSeconds()
+      << ", \"traces\": [";
+    for (size_t i = 0; i < r.traces.size(); ++i)
+    {
+        j << (i ? ", " : "") << Quote(r.traces[i]);
+    }
+    j << "]}\n";
+    WriteSummary(o.summary, j.str());
+    if (failed)
+    {
+        std::cerr << "magnet-chain: " << o.app << ": " << failed << " of " << r.connections.size()
+                  << " connections failed (" << r.FirstFailure()
+                  << (failed > 1 ? ", ..." : "") << "; connections.csv has each)\n";
+        return 1;
+    }
+    return 0;
+}
+
 int
 Main(int argc, char* argv[])
 {
     Options o = Parse(argc, argv);
+    if (!o.app.empty())
+    {
+        return RunApp(o);
+    }
     uint64_t lost = 0;
     MagnetDemand demand = ReadMagnetDemand(o.demand, o.stream, &lost);
     if (lost)

@@ -122,7 +122,12 @@ std::string
 MagnetPathConfig::Describe() const
 {
     std::ostringstream s;
-    if (rateBps)
+    if (rateBps && duplex)
+    {
+        s << MagnetFormatRate(rateBps) << " bottleneck each way (duplex), DropTail queue " << queue
+          << " each way";
+    }
+    else if (rateBps)
     {
         s << MagnetFormatRate(rateBps) << " bottleneck (data direction; " << MagnetPathHelper::kFastRate
           << " back), DropTail queue " << queue;
@@ -131,7 +136,7 @@ MagnetPathConfig::Describe() const
     {
         s << "no bottleneck (every hop " << MagnetPathHelper::kFastRate << ")";
     }
-    s << ", loss " << (loss.Mean() > 0 ? loss.Describe() : "none");
+    s << ", loss " << (loss.Mean() > 0 ? loss.Describe() + (duplex ? " each way" : "") : "none");
     if (jitter.IsStrictlyPositive())
     {
         s << ", jitter up to " << MagnetFormatTime(jitter) << " both ways (order kept)";
@@ -388,24 +393,32 @@ MagnetPathHelper::Link(Ptr<Node> a, Ptr<Node> b, uint32_t hop, Ipv4AddressHelper
         channel = CreateObject<PointToPointChannel>();
     }
     channel->SetAttribute("Delay", TimeValue(c.HopDelay(hop)));
-    auto rx = Device(b, kFastRate, kFastQueue, c.mtu);
+    // Duplex: the reverse direction leaves b by a device of the same rate and queue.
+    auto rx = c.duplex ? Device(b, rate, c.queue, c.mtu) : Device(b, kFastRate, kFastQueue, c.mtu);
     if (c.loss.Mean() > 0)
     {
-        Ptr<ErrorModel> errors;
-        if (c.loss.Bursty())
-        {
-            errors = CreateObjectWithAttributes<MagnetGilbertElliottErrorModel>(
-                "P", DoubleValue(c.loss.p), "R", DoubleValue(c.loss.r),
-                "LossBad", DoubleValue(c.loss.bad), "LossGood", DoubleValue(c.loss.good));
-        }
-        else
-        {
-            errors = CreateObjectWithAttributes<RateErrorModel>(
-                "ErrorRate", DoubleValue(c.loss.p), "ErrorUnit", StringValue("ERROR_UNIT_PACKET"));
-        }
-        rx->SetReceiveErrorModel(errors);
+        rx->SetReceiveErrorModel(Errors());
     }
-    return Join(Device(a, rate, c.queue, c.mtu), rx, channel, ip);
+    auto tx = Device(a, rate, c.queue, c.mtu);
+    if (c.duplex && c.loss.Mean() > 0)
+    {
+        tx->SetReceiveErrorModel(Errors()); // the reverse direction's loss, its own draws
+    }
+    return Join(tx, rx, channel, ip);
+}
+
+Ptr<ErrorModel>
+MagnetPathHelper::Errors() const
+{
+    const MagnetLossConfig& loss = m_config.loss;
+    if (loss.Bursty())
+    {
+        return CreateObjectWithAttributes<MagnetGilbertElliottErrorModel>(
+            "P", DoubleValue(loss.p), "R", DoubleValue(loss.r),
+            "LossBad", DoubleValue(loss.bad), "LossGood", DoubleValue(loss.good));
+    }
+    return CreateObjectWithAttributes<RateErrorModel>(
+        "ErrorRate", DoubleValue(loss.p), "ErrorUnit", StringValue("ERROR_UNIT_PACKET"));
 }
 
 MagnetPath
@@ -456,19 +469,36 @@ MagnetCrossTraffic::Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time 
         (hop < path.bottleneck ? before : after) += hop == path.bottleneck ? Time() : m_path.HopDelay(hop);
     }
     MagnetPathHelper links(m_path);
-    links.FastLink(ends.Get(0), path.Head(), before, ip);
+    NetDeviceContainer in = links.FastLink(ends.Get(0), path.Head(), before, ip);
     NetDeviceContainer out = links.FastLink(path.Tail(), ends.Get(1), after, ip);
-    Ptr<Ipv4> ipv4 = ends.Get(1)->GetObject<Ipv4>();
-    Ipv4Address sinkAddress = ipv4->GetAddress(ipv4->GetInterfaceForDevice(out.Get(1)), 0).GetLocal();
+    auto address = [](Ptr<NetDevice> device) {
+        Ptr<Ipv4> ipv4 = device->GetNode()->GetObject<Ipv4>();
+        return ipv4->GetAddress(ipv4->GetInterfaceForDevice(device), 0).GetLocal();
+    };
+    InstallDirection(ends.Get(0), ends.Get(1), address(out.Get(1)), kFirstPort, start, segmentSize);
+    if (m_path.duplex)
+    {
+        InstallDirection(ends.Get(1), ends.Get(0), address(in.Get(0)), kReverseFirstPort, start,
+                         segmentSize);
+    }
+}
 
+void
+MagnetCrossTraffic::InstallDirection(Ptr<Node> from,
+                                     Ptr<Node> to,
+                                     Ipv4Address sinkAddress,
+                                     uint16_t firstPort,
+                                     Time start,
+                                     uint32_t segmentSize)
+{
     for (size_t i = 0; i < m_cross.size(); ++i)
     {
         const MagnetCrossConfig& c = m_cross[i];
-        auto port = static_cast<uint16_t>(kFirstPort + i);
+        auto port = static_cast<uint16_t>(firstPort + i);
         bool tcp = c.kind == MagnetCrossConfig::Kind::BulkTcp;
         std::string factory = tcp ? "ns3::TcpSocketFactory" : "ns3::UdpSocketFactory";
         PacketSinkHelper sinks(factory, InetSocketAddress(Ipv4Address::GetAny(), port));
-        ApplicationContainer sink = sinks.Install(ends.Get(1));
+        ApplicationContainer sink = sinks.Install(to);
         m_sinks.push_back(DynamicCast<PacketSink>(sink.Get(0)));
         InetSocketAddress remote(sinkAddress, port);
         ApplicationContainer sources;
@@ -485,7 +515,7 @@ MagnetCrossTraffic::Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time 
                 // Scheduled now, before the application's start event: it runs first.
                 Time at = start + MilliSeconds(10 * f);
                 Simulator::Schedule(at, &MagnetCrossTraffic::SetSegmentSize, segmentSize);
-                sources.Add(bulk.Install(ends.Get(0)));
+                sources.Add(bulk.Install(from));
                 sources.Get(f)->SetStartTime(at);
             }
         }
@@ -495,7 +525,7 @@ MagnetCrossTraffic::Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time 
             app->SetAttribute("Remote", AddressValue(remote));
             app->SetAttribute("PacketSize", UintegerValue(c.packetBytes));
             app->SetAttribute("DataRate", DataRateValue(DataRate(mean)));
-            ends.Get(0)->AddApplication(app);
+            from->AddApplication(app);
             sources.Add(app);
         }
         else
@@ -512,7 +542,7 @@ MagnetCrossTraffic::Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time 
                     "Scale", DoubleValue(mean.GetSeconds() * (kParetoShape - 1) / kParetoShape));
                 onoff.SetAttribute(name, PointerValue(pareto));
             }
-            sources.Add(onoff.Install(ends.Get(0)));
+            sources.Add(onoff.Install(from));
         }
         if (!tcp)
         {

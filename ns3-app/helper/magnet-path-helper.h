@@ -3,6 +3,7 @@
 #define MAGNET_PATH_HELPER_H
 
 #include "ns3/application-container.h"
+#include "ns3/error-model.h"
 #include "ns3/ipv4-address-helper.h"
 #include "ns3/net-device-container.h"
 #include "ns3/node-container.h"
@@ -34,9 +35,11 @@ struct MagnetLossConfig
 /**
  * One stack's path (magnet.replay.scenario.Path): `hops` links in a row, the
  * middle one (hops / 2) the bottleneck with the rate, DropTail queue, loss and
- * jitter; the other hops, and the bottleneck's reverse direction, fast and
- * lossless.  The one-way delay is spread evenly over the hops (the remainder
- * on the last), the same in both directions.
+ * jitter; the other hops fast and lossless.  The bottleneck's reverse direction
+ * is fast and lossless too, unless `duplex`: then it has the same rate, queue
+ * and loss (its own queue, its own draws), and cross traffic runs both ways.
+ * The one-way delay is spread evenly over the hops (the remainder on the
+ * last), the same in both directions.
  */
 struct MagnetPathConfig
 {
@@ -47,6 +50,7 @@ struct MagnetPathConfig
     Time jitter;                //!< up to this much more per packet on the bottleneck, order kept
     uint32_t hops{1};
     uint32_t mtu{1500};
+    bool duplex{false};         //!< the reverse direction is a link like the forward one
 
     uint32_t Bottleneck() const; //!< index of the bottleneck hop (0-based)
     Time HopDelay(uint32_t hop) const;
@@ -55,7 +59,10 @@ struct MagnetPathConfig
     void Validate(const std::string& where) const;
 };
 
-/** Competing traffic on a bottleneck, in the data direction (magnet.replay.scenario.Cross). */
+/**
+ * Competing traffic on a bottleneck (magnet.replay.scenario.Cross): in the
+ * data direction, and the same again in the reverse direction on a duplex path.
+ */
 struct MagnetCrossConfig
 {
     enum class Kind
@@ -112,6 +119,7 @@ class MagnetPathHelper
 
   private:
     NetDeviceContainer Link(Ptr<Node> a, Ptr<Node> b, uint32_t hop, Ipv4AddressHelper& ip) const;
+    Ptr<ErrorModel> Errors() const; //!< a new loss model of the path's loss
 
     MagnetPathConfig m_config;
 };
@@ -142,8 +150,13 @@ class MagnetCrossTraffic
     Time GetStart() const;
 
     static constexpr uint16_t kFirstPort = 5001; //!< cross item i uses port kFirstPort + i
+    static constexpr uint16_t kReverseFirstPort = 6001; //!< ... and kReverseFirstPort + i back
 
   private:
+    /** The cross items from `from` to sinks on `to` (at `sinkAddress`), ports from `firstPort`. */
+    void InstallDirection(Ptr<Node> from, Ptr<Node> to, Ipv4Address sinkAddress, uint16_t firstPort,
+                          Time start, uint32_t segmentSize);
+
     std::vector<MagnetCrossConfig> m_cross;
     MagnetPathConfig m_path;
     std::vector<Ptr<PacketSink>> m_sinks;

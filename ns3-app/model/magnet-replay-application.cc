@@ -174,6 +174,18 @@ TcpVariantTypeId(std::string name)
 
 } // namespace
 
+Ptr<Socket>
+MagnetCreateSocket(Ptr<Node> node, TypeId factory, const std::string& tcpVariant)
+{
+    if (tcpVariant.empty() || !factory.IsChildOf(TcpSocketFactory::GetTypeId()))
+    {
+        return Socket::CreateSocket(node, factory);
+    }
+    Ptr<TcpL4Protocol> tcp = node->GetObject<TcpL4Protocol>();
+    NS_ABORT_MSG_UNLESS(tcp, "MagnetCreateSocket: the node has no TCP");
+    return tcp->CreateSocket(TcpVariantTypeId(tcpVariant));
+}
+
 void
 MagnetReplayApplication::StartApplication()
 {
@@ -195,16 +207,7 @@ MagnetReplayApplication::StartApplication()
             NS_FATAL_ERROR(e.what());
         }
     }
-    if (m_tcpVariant.empty() || !m_tid.IsChildOf(TcpSocketFactory::GetTypeId()))
-    {
-        m_socket = Socket::CreateSocket(GetNode(), m_tid);
-    }
-    else
-    {
-        Ptr<TcpL4Protocol> tcp = GetNode()->GetObject<TcpL4Protocol>();
-        NS_ABORT_MSG_UNLESS(tcp, "MagnetReplayApplication: the node has no TCP");
-        m_socket = tcp->CreateSocket(TcpVariantTypeId(m_tcpVariant));
-    }
+    m_socket = MagnetCreateSocket(GetNode(), m_tid, m_tcpVariant);
     NS_ABORT_MSG_UNLESS(m_socket->GetSocketType() == Socket::NS3_SOCK_STREAM,
                         "MagnetReplayApplication replays over a stream (TCP) socket");
     for (const auto& [name, value] : m_socketAttributes)

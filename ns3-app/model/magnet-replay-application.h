@@ -23,6 +23,12 @@ namespace ns3
 {
 
 /**
+ * A socket of `factory` on `node`; for a TCP factory and a non-empty
+ * `tcpVariant` ("TcpCubic" or "ns3::TcpCubic"), with that congestion control.
+ */
+Ptr<Socket> MagnetCreateSocket(Ptr<Node> node, TypeId factory, const std::string& tcpVariant);
+
+/**
  * @brief Replays an application's demand over TCP: Send(size) at each trace time.
  *
  * The demand is a series of (time, bytes) writes, read from a magnet trace's

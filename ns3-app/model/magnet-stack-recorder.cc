@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-stack-recorder.h"
 
+#include "magnet-tcp-frame.h"
+
 #include "ns3/abort.h"
 #include "ns3/packet.h"
 #include "ns3/point-to-point-net-device.h"
@@ -16,50 +18,6 @@ namespace
 
 constexpr uint64_t kEventMask = MAGNET_BIT_SOCK_SEND | MAGNET_BIT_SOCK_RECV | MAGNET_BIT_TCP_SEND |
                                 MAGNET_BIT_TCP_RETRANS | MAGNET_BIT_DEV_SEND | MAGNET_BIT_DEV_RECV;
-constexpr uint16_t kPppIpv4 = 0x0021;
-constexpr uint8_t kIpProtoTcp = 6;
-
-/** What a TCP segment on a point-to-point link carries. */
-struct WireTcp
-{
-    uint16_t dport;
-    uint32_t seq;
-    uint32_t payload;
-};
-
-uint32_t
-Be32(const uint8_t* p)
-{
-    return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-}
-
-/**
- * Parse PPP + IPv4 + TCP from the frame's first bytes (cheaper than copying
- * and deserialising the headers).  False for anything else.
- */
-bool
-ParseFrame(Ptr<const Packet> packet, WireTcp& out)
-{
-    uint8_t b[2 + 60 + 14];
-    uint32_t n = packet->CopyData(b, sizeof b);
-    if (n < 2 + 20 || (uint16_t{b[0]} << 8 | b[1]) != kPppIpv4)
-    {
-        return false;
-    }
-    const uint8_t* ip = b + 2;
-    uint32_t ihl = (ip[0] & 0x0F) * 4u;
-    if ((ip[0] >> 4) != 4 || ip[9] != kIpProtoTcp || 2 + ihl + 14 > n)
-    {
-        return false;
-    }
-    const uint8_t* tcp = ip + ihl;
-    uint32_t total = uint32_t{ip[2]} << 8 | ip[3];
-    uint32_t headers = ihl + (tcp[12] >> 4) * 4u;
-    out.dport = static_cast<uint16_t>(tcp[2] << 8 | tcp[3]);
-    out.seq = Be32(tcp + 4);
-    out.payload = total > headers ? total - headers : 0;
-    return true;
-}
 
 } // namespace
 
@@ -145,8 +103,8 @@ MagnetStackRecorder::GetRtt() const
 bool
 MagnetStackRecorder::Own(Ptr<const Packet> packet, uint32_t* seq, uint32_t* payload) const
 {
-    WireTcp seg;
-    if (!ParseFrame(packet, seg) || seg.payload == 0 || seg.dport != m_port)
+    MagnetTcpFrame seg;
+    if (!MagnetParseTcpFrame(packet, seg) || seg.payload == 0 || seg.dport != m_port)
     {
         return false;
     }

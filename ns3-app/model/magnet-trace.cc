@@ -173,6 +173,9 @@ class RecordView
     bool m_swap;
 };
 
+// 128-bit products of ticks and rates; __extension__: ns-3's own build is -Wpedantic.
+__extension__ typedef __int128 Int128;
+
 /** Ticks to ns, piecewise across clock changes (docs/trace-format.md, "Clock changes"). */
 class TickClock
 {
@@ -180,13 +183,13 @@ class TickClock
     TickClock(uint64_t t0, int32_t khz)
         : m_t0(t0),
           m_khz(khz),
-          m_base(static_cast<__int128>(t0) * kNsPerKhzTick / khz)
+          m_base(static_cast<Int128>(t0) * kNsPerKhzTick / khz)
     {
     }
 
     int64_t Ns(uint64_t ticks) const
     {
-        __int128 dt = static_cast<__int128>(ticks) - m_t0;
+        Int128 dt = static_cast<Int128>(ticks) - m_t0;
         return static_cast<int64_t>(m_base + dt * kNsPerKhzTick / m_khz);
     }
 
@@ -200,7 +203,7 @@ class TickClock
   private:
     uint64_t m_t0;
     int32_t m_khz;
-    __int128 m_base;
+    Int128 m_base;
 };
 
 std::string
@@ -400,7 +403,8 @@ MagnetTraceWriter::MagnetTraceWriter(const std::string& path,
                                      uint32_t clock,
                                      const std::string& producer,
                                      uint64_t eventMask,
-                                     const std::string& filter)
+                                     const std::string& filter,
+                                     const std::string& hostname)
     : m_path(path)
 {
     auto slash = path.rfind('/');
@@ -427,6 +431,10 @@ MagnetTraceWriter::MagnetTraceWriter(const std::string& path,
     WriteText(MAGNET_META_PRODUCER, producer);
     WriteMeta(MAGNET_META_EVENT_MASK, eventMask);
     WriteText(MAGNET_META_FILTER, filter);
+    if (!hostname.empty())
+    {
+        WriteText(MAGNET_META_HOSTNAME, hostname);
+    }
     WriteMeta(MAGNET_META_END, m_metaRecords);
 }
 

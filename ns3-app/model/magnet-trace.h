@@ -67,13 +67,15 @@ class MagnetTraceWriter
   public:
     /**
      * `clock` is a MAGNET_CLOCK_* value, `eventMask` the MAGNET_BIT_* of the
-     * events recorded, `filter` says in words what was (not) recorded.
+     * events recorded, `filter` says in words what was (not) recorded,
+     * `hostname` (if any) which host the trace is of.
      */
     MagnetTraceWriter(const std::string& path,
                       uint32_t clock,
                       const std::string& producer,
                       uint64_t eventMask,
-                      const std::string& filter);
+                      const std::string& filter,
+                      const std::string& hostname = "");
     ~MagnetTraceWriter();
     MagnetTraceWriter(const MagnetTraceWriter&) = delete;
     MagnetTraceWriter& operator=(const MagnetTraceWriter&) = delete;

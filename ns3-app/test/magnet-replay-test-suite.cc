@@ -6,8 +6,10 @@
  * through chains of stacks (offline and live); writes beyond 2^32 bytes; and
  * the models of the paths: Gilbert-Elliott loss, the Poisson source, cross
  * traffic sharing a bottleneck, jitter that keeps order.  Run: magnet-replay-test
- * (TestRunner options apply, e.g. --verbose).
+ * (magnet's build: TestRunner options apply, e.g. --verbose), or ns-3's test.py
+ * --suite=magnet-replay in an ns-3 tree.
  */
+#include "magnet-app-replay-helper.h"
 #include "magnet-chain-helper.h"
 #include "magnet-gilbert-elliott-error-model.h"
 #include "magnet-poisson-application.h"
@@ -595,6 +597,77 @@ class MagnetJitterTestCase : public TestCase
     }
 };
 
+// ---------------------------------------------------------- whole application ---
+
+/**
+ * A whole application's connections replayed at once: each opens at its time,
+ * each answer goes out its think time after its request was read, a connection
+ * with `after` opens its think time after the earlier one's last byte, and a
+ * demand that names no earlier connection is refused with its row.
+ */
+class MagnetAppReplayTestCase : public TestCase
+{
+  public:
+    MagnetAppReplayTestCase()
+        : TestCase("whole application: connections at their times, answers after requests, after")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        std::string path = TempPath("app.csv");
+        std::ofstream(path) << "connection,event,side,time_ns,size,adu,wait_bytes,think_ns,after\n"
+                               "1,open,client,0,0,-1,0,0,0\n"
+                               "1,send,client,0,1000,0,0,0,0\n"
+                               "2,open,client,3000000,0,-1,0,0,0\n"
+                               "2,send,client,3000000,2000,0,0,0,0\n"
+                               "1,send,server,9000000,50000,1,1000,2000000,0\n"
+                               "2,send,server,9000000,70000,1,2000,7000000,0\n"
+                               "3,open,client,90000000,0,-1,0,5000000,2\n"
+                               "3,send,server,95000000,10,0,0,0,0\n";
+        Link link("10Mbps", "10ms", 1448, 1 << 20);
+        MagnetAppReplayHelper helper(path);
+        helper.SetSocketAttribute("SegmentSize", UintegerValue(1448));
+        MagnetAppReplay replay = helper.Install(link.nodes.Get(0), link.addresses.GetAddress(0),
+                                                link.nodes.Get(1), link.addresses.GetAddress(1));
+        replay.Start(Seconds(1));
+        replay.StopWhenDone();
+        Simulator::Run();
+        std::vector<MagnetConnectionResult> conns = replay.Connections();
+        NS_TEST_ASSERT_MSG_EQ(conns.size(), 3, "three connections");
+        for (const auto& c : conns)
+        {
+            NS_TEST_ASSERT_MSG_EQ(c.status, "ok", "connection " << c.connection);
+        }
+        NS_TEST_ASSERT_MSG_EQ(conns[0].start, Seconds(0), "opens at its time");
+        NS_TEST_ASSERT_MSG_EQ(conns[1].start, MilliSeconds(3), "opens at its time");
+        NS_TEST_ASSERT_MSG_EQ(conns[1].bytesReceived, 70000, "the answer read whole");
+        std::vector<MagnetAduResult> adus = replay.Adus();
+        // adus: (1, client 0), (1, server 1), (2, client 0), (2, server 1), (3, server 0)
+        NS_TEST_ASSERT_MSG_EQ(adus[1].start, adus[0].end + MilliSeconds(2), "think time after the request");
+        NS_TEST_ASSERT_MSG_EQ(adus[3].start, adus[2].end + MilliSeconds(7), "think time after the request");
+        NS_TEST_ASSERT_MSG_EQ(adus[3].response, adus[3].end - adus[2].start, "response time");
+        NS_TEST_ASSERT_MSG_EQ(conns[2].start, adus[3].end + MilliSeconds(5), "after connection 2");
+        Simulator::Destroy();
+
+        std::ofstream(path) << "connection,event,side,time_ns,size,adu,wait_bytes,think_ns,after\n"
+                               "1,open,client,0,0,-1,0,0,4\n";
+        std::string error;
+        try
+        {
+            ReadMagnetAppDemand(path);
+        }
+        catch (const MagnetTraceError& e)
+        {
+            error = e.what();
+        }
+        NS_TEST_ASSERT_MSG_EQ(error, path + ": row 1 (connection 1): after 4: no earlier connection "
+                                            "of that number", "bad input in one line");
+        std::remove(path.c_str());
+    }
+};
+
 class MagnetReplayTestSuite : public TestSuite
 {
   public:
@@ -621,13 +694,8 @@ class MagnetReplayTestSuite : public TestSuite
                                                    1028.0 / 1000),
                     Duration::QUICK);
         AddTestCase(new MagnetJitterTestCase, Duration::QUICK);
+        AddTestCase(new MagnetAppReplayTestCase, Duration::QUICK);
     }
 };
 
 static MagnetReplayTestSuite g_magnetReplayTestSuite;
-
-int
-main(int argc, char* argv[])
-{
-    return TestRunner::Run(argc, argv);
-}
