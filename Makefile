@@ -113,6 +113,8 @@ bench: setup ns3
 	$(PY) -m magnet.experiments.bench_analysis
 	@if [ "$$(id -u)" = 0 ]; then $(PY) -m magnet.experiments.bench_replay; \
 	else $(PY) -m magnet.experiments.bench_replay --loopback; fi
+	@if [ "$$(id -u)" = 0 ]; then $(PY) -m magnet.experiments.bench_apps_replay; \
+	else $(PY) -m magnet.experiments.bench_apps_replay --loopback; fi
 	@if [ "$$(id -u)" = 0 ]; then $(PY) -m magnet.experiments.bench_linkem; \
 	else echo "bench: bench_linkem needs root (TUN devices, namespaces): skipped" >&2; fi
 	@if [ "$$(id -u)" = 0 ]; then $(PY) -m magnet.experiments.bench_capture_cost; \
