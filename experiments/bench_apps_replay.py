@@ -17,8 +17,9 @@ least 1 ms after the side could schedule them: the requests), of every send (the
 answers too, whose error is how soon a side answered what it read), and of the
 opens; the side process's peak RSS; connections complete; the run's wall time; the
 machine's load before and after and a stall probe (a CPU spinning on the clock).
-`--quick`: 100 connections, 30 s.  `--loopback`: no root (127.0.0.1, no path, no
-capture).  Results: experiments/results/apps-replay/ (README.md, runs.csv).
+`--pin both` interleaves runs with the client side alone on the last CPU (what
+`magnet replay tcp` does) and runs without (`--no-pin`).  `--quick`: 100
+connections, 30 s.  `--loopback`: no root (127.0.0.1, no path, no capture).  Results: experiments/results/apps-replay/ (README.md, runs.csv).
 """
 from __future__ import annotations
 
@@ -48,9 +49,9 @@ def demand(connections: int, seconds: float):
                               request_bytes=300, response_bytes=2000, period_s=1.0, server_think_s=0.001)
 
 
-def run_once(d, loopback: bool, out: Path) -> list[dict]:
+def run_once(d, loopback: bool, pin: bool, out: Path) -> list[dict]:
     scenario = Scenario(stacks=1, path=(NetPath(rate_bps=100_000_000, delay_ns=5_000_000, duplex=True),))
-    options = tcp.TcpOptions(loopback=loopback, capture="none" if loopback else "auto")
+    options = tcp.TcpOptions(loopback=loopback, capture="none" if loopback else "auto", pin=pin)
     load_before = os.getloadavg()[0]
     started = time.monotonic()
     run = app_tcp.run(d, out, scenario, options)
@@ -58,7 +59,8 @@ def run_once(d, loopback: bool, out: Path) -> list[dict]:
     complete = int((run.connections["status"] == "ok").sum())
     rows = []
     for side, t in run.timing.items():
-        rows.append({"side": side, "connections": len(run.connections), "complete": complete,
+        rows.append({"pin": "pinned" if pin else "not pinned", "side": side,
+                     "connections": len(run.connections), "complete": complete,
                      "sends": t["sends"], "paced": t["paced"], "paced_p50_us": t["paced_p50_us"],
                      "paced_p99_us": t["paced_p99_us"], "paced_max_us": t["paced_max_us"],
                      "all_p50_us": t["all_p50_us"], "all_p99_us": t["all_p99_us"],
@@ -82,8 +84,8 @@ def _spread(values: pd.Series) -> str:
 def summarise(frame: pd.DataFrame) -> str:
     """Per side, medians and ranges over the runs; the target over every send (answers too)."""
     lines = []
-    for side, part in frame.groupby("side", sort=False):
-        lines.append(f"- {side} side, over {len(part)} runs: every send's p99 {_spread(part['all_p99_us'])}; "
+    for (pin, side), part in frame.groupby(["pin", "side"], sort=False):
+        lines.append(f"- {side} side, {pin}, over {len(part)} runs: every send's p99 {_spread(part['all_p99_us'])}; "
                      f"paced sends' p99 {_spread(part['paced_p99_us'])}; opens' p99 "
                      f"{_spread(part['open_p99_us'])}; peak RSS {part['max_rss_mib'].max():.0f} MiB")
     met = (frame["all_p99_us"] <= TARGET_P99_US).all()
@@ -96,7 +98,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=600.0, help="the demand's length (default 600)")
-    ap.add_argument("--runs", type=int, default=2, help="replays of the demand (default 2)")
+    ap.add_argument("--runs", type=int, default=2, help="replays of the demand per configuration (default 2)")
+    ap.add_argument("--pin", choices=["pinned", "not-pinned", "both"], default="pinned",
+                    help="the client side alone on the last CPU (the default of magnet replay tcp), not, "
+                         "or both interleaved (A B A B)")
     ap.add_argument("--quick", action="store_true", help="100 connections, 30 s, one run")
     ap.add_argument("--loopback", action="store_true", help="no root: 127.0.0.1, no path, no capture")
     ap.add_argument("--write-demand", metavar="FILE", help="write the demand (.csv, .parquet, .magnet), do nothing else")
@@ -117,11 +122,12 @@ def main(argv=None) -> int:
     probes = [stalls()]
     rows = []
     with tempfile.TemporaryDirectory(prefix="mgrp-bench-") as work:
-        for k in range(args.runs):
-            for row in run_once(d, args.loopback, Path(work) / f"run{k}"):
+        pins = {"pinned": [True], "not-pinned": [False], "both": [True, False]}[args.pin]
+        for k, pin in ((k, pin) for k in range(args.runs) for pin in pins):
+            for row in run_once(d, args.loopback, pin, Path(work) / f"run{k}-{pin}"):
                 rows.append({"run": k + 1, **row})
                 r = rows[-1]
-                print(f"  run {k + 1}, {r['side']}: {r['paced']} paced sends p99 {_us(r['paced_p99_us'])}, "
+                print(f"  run {k + 1}, {r['pin']}, {r['side']}: {r['paced']} paced sends p99 {_us(r['paced_p99_us'])}, "
                       f"all {r['sends']} p99 {_us(r['all_p99_us'])}, {r['complete']}/{r['connections']} "
                       f"complete, {r['max_rss_mib']:.0f} MiB, load {r['load_before']:.1f}", file=sys.stderr)
     probes.append(stalls())

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import app_demand as ad
 from .app_demand import CLIENT, CLOSE, OPEN, RESET, SEND, SERVER, AppDemand
 from .errors import TraceError
 from .format import Event, ExtValid

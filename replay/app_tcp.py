@@ -25,8 +25,6 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from magnetlib import signals
 from magnetlib.app_demand import CLIENT, SERVER, SIDES, AppDemand
 from magnetlib.progress import timed
