@@ -521,8 +521,8 @@ class Side:
             if c.status != "ok":
                 failed[int(self.plan.number[c.k])] = c.status
         return {"side": self.args.side, "failed": failed, "margin_ns": self.pacer.margin,
-                "connections": len(self.conns),
-                "max_rss_kib": usage.ru_maxrss, "cpu_s": usage.ru_utime + usage.ru_stime}
+                "connections": len(self.conns), "max_rss_kib": peak_rss_kib(),
+                "cpu_s": usage.ru_utime + usage.ru_stime}
 
     def save(self) -> None:
         record = self.args.record
@@ -543,6 +543,16 @@ def realtime(priority: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def peak_rss_kib() -> int:
+    """This program's peak resident memory (VmHWM: getrusage's maxrss would count the
+    process it was forked from, before the exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
 
 
 def raise_fd_limit() -> None:
