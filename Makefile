@@ -108,6 +108,7 @@ bench: setup ns3
 	$(PY) -m magnet.experiments.bench_parse
 	$(PY) -m magnet.experiments.bench_pcap
 	$(PY) -m magnet.experiments.bench_ns3
+	$(PY) -m magnet.experiments.bench_ns3_app
 	$(PY) -m magnet.experiments.bench_library
 	$(PY) -m magnet.experiments.bench_preload
 	$(PY) -m magnet.experiments.bench_analysis
