@@ -11,7 +11,10 @@
    chain, offline),
 4. and through four real Linux TCP stacks over the same emulated paths
    (`magnet replay tcp`, offline), printing the path each engine applied;
-5. print Table II with the paper's row beside ours, and where the figures are.
+5. print Table II with the paper's row beside ours, and where the figures are;
+6. print one line of the fidelity study (`magnet experiment fidelity --quick` on python's
+   http.server and curl, one path): how close each of the six replays of its capture on a
+   fast path comes to the real application on a slower one.
 
 Where the BPF capture cannot run (not root, no BTF, no magnet-read) the demo
 says so and replays the synthetic demand (magnetlib.synth.ftp_paper) instead;
@@ -173,6 +176,23 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
     return wide[["Trial", *sources]].fillna("-").reset_index(drop=True).rename_axis(columns=None)
 
 
+# ------------------------------------------------------------- fidelity ---
+FIDELITY = ("http-python", "60ms-10M")      # one application, one path (experiments/fidelity.py)
+
+
+def fidelity_line(out: Path) -> str:
+    """One line of the fidelity study: python's http.server and curl on path A and on one
+    path B (two runs), predicted by the six replays; or why it could not run here."""
+    from . import fidelity, fidelity_report
+    app, site = FIDELITY
+    why = fidelity.unavailable([app])
+    if why:
+        return f"  fidelity skipped: {why}"
+    fidelity.main(["--quick", "--apps", app, "--paths", site, "--runs", "2", "--out", str(out)])
+    rows = pd.read_csv(out / "fidelity.csv")
+    return f"  {fidelity_report.headline(rows, app, site)}\n  (README, heat map and CDFs in {out})"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m magnet.experiments.demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -213,7 +233,15 @@ def main(argv: list[str] | None = None) -> int:
     say(shown(table).to_string(index=False))
     table.to_csv(out / "table.csv", index=False)
     say(f"\n'captured' is the transfer's own first stack, as the capture saw its wire; "
-        "the paper's bandwidth fell 76% after three stacks.\n"
+        "the paper's bandwidth fell 76% after three stacks.")
+    say(f"\nFidelity (magnet experiment fidelity --quick on {FIDELITY[0]}, path {FIDELITY[1]}): the real "
+        "application on a slower path, predicted from its capture on a fast one ...")
+    try:
+        say(fidelity_line(out / "fidelity"))
+    except KeyboardInterrupt:
+        print("magnet demo: interrupted", file=sys.stderr)
+        return 130
+    say(f"\n"
         f"Figures (Fig. 9 style bandwidth.png, Fig. 8 style modulation.png) in {out}/ns3 and {out}/tcp; "
         f"the table in {out / 'table.csv'}; the full study: python -m magnet.experiments.multistack "
         f"(results in experiments/results/multistack). Done in {time.monotonic() - started:.0f} s.")

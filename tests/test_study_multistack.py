@@ -92,7 +92,7 @@ def test_demo_quick(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout
     for step in ("1/4 capturing", "2/4 demand (captured (BPF)", "3/4 replaying", "4/4 replaying",
-                 "Table II"):
+                 "Table II", "fidelity of http-python on 60ms-10M"):
         assert step in text, step
     assert "unavailable" not in text and "skipped" not in text, text
     # The captured demand is the sender's writes: 4 s of 3284 B every 0.124 s.
