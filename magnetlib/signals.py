@@ -33,7 +33,9 @@ from contextlib import contextmanager
 
 HONOURED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SLICE_S = 0.05          # a wait that cannot watch the wake-up pipe checks this often
-MAX_STEP_S = 3600.0     # one select() at most this long: any timeout works, however long
+# One select() at most this long: any timeout works however long, and a wake-up byte drained
+# by a forked child (it inherits the pipe) delays a wait by no more than this.
+MAX_STEP_S = 1.0
 
 
 class Interrupted(KeyboardInterrupt):

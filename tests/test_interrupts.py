@@ -45,7 +45,7 @@ def test_a_signal_while_magnet_loads_is_kept(tmp_path, ignored):
 def test_a_signal_at_each_fork_of_a_loopback_run(tmp_path, sig, fork):
     """Injected as each worker's fork returns (no root needed): exit 130, no worker left."""
     require_tool("strace")
-    trial = interrupts.run_trial("tcp-loopback", sig, fork=fork, work=tmp_path)
+    trial = interrupts.run_trial("tcp-loopback", sig, tmp_path, fork=fork)
     assert trial.outcome == "ok", trial.line()
 
 
@@ -56,7 +56,7 @@ def test_a_signal_at_a_fork_of_a_namespace_run(tmp_path, fork, sig):
     hook, every later signal was ignored, and the run exited 0 at its end."""
     require_tool("strace")
     need("tcp-relay-cross")
-    trial = interrupts.run_trial("tcp-relay-cross", sig, fork=fork, work=tmp_path)
+    trial = interrupts.run_trial("tcp-relay-cross", sig, tmp_path, fork=fork)
     assert trial.outcome == "ok", trial.line()
 
 
@@ -66,7 +66,7 @@ def test_ns3_ends_its_simulation(tmp_path, sig, ignored):
     """SIGTERM or SIGHUP mid-simulation: before, magnet-chain ran on as an orphan; SIGINT
     to a run started with it ignored: before, dropped (the run went on 43 s to exit 0)."""
     need("ns3")
-    trial = interrupts.run_trial("ns3", sig, at_s=4.0, ignored=ignored, work=tmp_path)
+    trial = interrupts.run_trial("ns3", sig, tmp_path, at_s=4.0, ignored=ignored)
     assert trial.outcome == "ok", trial.line()
 
 
@@ -89,7 +89,7 @@ def test_ns3_sweep_ends_its_workers(tmp_path):
 
 def test_multistack_interrupted_writes_nothing(tmp_path):
     need("multistack")
-    trial = interrupts.run_trial("multistack", signal.SIGTERM, at_s=3.0, work=tmp_path)
+    trial = interrupts.run_trial("multistack", signal.SIGTERM, tmp_path, at_s=3.0)
     assert trial.outcome == "ok", trial.line()
 
 
