@@ -80,6 +80,21 @@ class Profile:
         same = conn[1:] == conn[:-1]
         return np.diff(ns)[same] / 1e9
 
+    def tail_gaps(self) -> np.ndarray:
+        """Seconds from a full-sized data segment to a shorter one right behind it on the same
+        connection and direction (a write's short tail: how long TCP held it)."""
+        out = []
+        full = max((int(self.seg_size[d].max()) for d in DIRECTIONS if len(self.seg_size[d])), default=0)
+        for d in DIRECTIONS:                # full-sized: the largest segment either way (the MSS)
+            conn, ns, size = self.seg_conn[d], self.seg_ns[d], self.seg_size[d]
+            if len(conn) < 2:
+                continue
+            order = np.lexsort((ns, conn))
+            conn, ns, size = conn[order], ns[order], size[order]
+            tail = (conn[1:] == conn[:-1]) & (size[:-1] == full) & (size[1:] < full)
+            out.append(np.diff(ns)[tail] / 1e9)
+        return np.concatenate(out) if out else np.zeros(0)
+
     def throughput(self, direction: str, bin_ns: int = BIN_NS) -> np.ndarray:
         """Bytes received per bin from the first write."""
         ns = self.seg_ns[direction]
@@ -285,6 +300,8 @@ def compare(pred: Profile, truth: Profile) -> dict:
     out["start_lag_s"] = float(np.median(pred.first_write_s[:n] - truth.first_write_s[:n])) if n else float("nan")
     out["span_ratio"] = _span(pred) / _span(truth) if _span(truth) > 0 else float("nan")
     out["answering"] = pred.answers / pred.adus if pred.adus else float("nan")
+    tails = pred.tail_gaps()
+    out["tail_gap_s"] = float(np.median(tails)) if len(tails) else float("nan")
     out["connections"] = len(pred.completion_s)
     out["connections_truth"] = len(truth.completion_s)
     out["bytes_diff"] = int(np.abs(pred.bytes[:n] - truth.bytes[:n]).sum()

@@ -56,6 +56,7 @@ def test_profile_of_request_response(tmp_path):
     assert sorted(p.sizes("c2s").tolist()) == [100, 300, 300] and len(p.gaps("s2c")) == 3 + 2
     assert p.throughput("s2c").sum() == 7448
     assert (p.adus, p.answers) == (4, 4)
+    assert list(p.tail_gaps()) == [1e-9, 1e-9]          # each 3000 B answer's 104 B tail, 1 ns behind
 
 
 def test_writes_that_do_not_wait_for_the_answer(tmp_path):
