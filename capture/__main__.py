@@ -4,8 +4,10 @@ python -m magnet.capture merge SPOOL [OUTPUT]: write the trace of a preload capt
 failed (a full disk) from the spool it kept, to OUTPUT or the capture's own output."""
 import sys
 
+from magnetlib.errors import MagnetError
+
 from .preload import LIBRARY, Spool, build_library
-from .session import CaptureError, build_magnet_read
+from .session import build_magnet_read
 
 USAGE = "usage: python -m magnet.capture build|preload|merge SPOOL [OUTPUT]"
 
@@ -23,7 +25,7 @@ def main(argv: list[str]) -> int:
         else:
             print(USAGE, file=sys.stderr)
             return 2
-    except CaptureError as e:
+    except MagnetError as e:
         print(f"magnet.capture: {e}", file=sys.stderr)
         return 2
     return 0

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from magnetlib import buildcache
+from magnetlib.errors import MagnetError
 from magnetlib import format as fmt
 # The sockid of the LOST record that ends a trace whose capture stopped before
 # it was asked to (docs/trace-format.md; MAGNET_LOST_ENDED_EARLY in capture/writer.h).
@@ -31,7 +32,7 @@ STATUS_DIR = "/run/magnet"
 CGROUP_PARENT = "magnet"
 
 
-class CaptureError(Exception):
+class CaptureError(MagnetError):
     """A capture could not be set up or did not end cleanly (one-line message)."""
 
 

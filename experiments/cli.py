@@ -5,7 +5,7 @@ import argparse
 import importlib
 
 from magnetlib import signals
-from magnetlib.errors import TraceError
+from magnetlib.errors import UsageError
 
 
 def register(sub) -> None:
@@ -25,7 +25,7 @@ def cmd_experiment(args) -> int:
     try:
         module = importlib.import_module(f"magnet.experiments.{args.study}")
     except ModuleNotFoundError as e:
-        raise TraceError(f"experiments/{args.study}.py", f"not available ({e})") from None
+        raise UsageError(f"experiments/{args.study}.py", f"not available ({e})") from None
     if getattr(module, "HONOURS_SIGNALS", False):
         return module.main(args.options)
     with signals.suspended():

@@ -35,6 +35,11 @@ if TYPE_CHECKING:                 # pandas costs every magnet command 0.2 s to i
 
 from magnetlib import signals
 from magnetlib.cli import Parser
+from magnetlib.errors import MagnetError
+
+
+class StudyError(MagnetError):
+    """A study's step that failed (a capture, a client, what it produced): "WHAT: problem"."""
 
 
 

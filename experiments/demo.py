@@ -37,9 +37,10 @@ import magnetlib
 from magnetlib import demand as demand_mod
 from magnetlib import metrics, synth
 from magnetlib.demand import Demand
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError
 
 from . import multistack
+from .common import StudyError
 
 SIZE, INTERVAL = 3284, 0.124          # the paper's Table II application
 CHAIN = multistack.scenario(stacks=4)  # each stack: 20 Mbit/s, 30 ms one way, 100 packets
@@ -85,7 +86,7 @@ def capture_transfer(out: Path, seconds: float) -> Path:
             proc = subprocess.run(command, capture_output=True, text=True)
             if proc.returncode != 0:
                 problem = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-                raise TraceError("magnet capture", problem.removeprefix("magnet: "))
+                raise StudyError("magnet capture", problem.removeprefix("magnet: "))
             read = json.loads(sink.communicate(timeout=30)[0].strip().splitlines()[-1])["read"]
         finally:
             if sink.poll() is None:
@@ -101,7 +102,7 @@ def captured_demand(trace: Path) -> tuple[Demand, tuple]:
         t.check()
         every = demand_mod.extract(t, None, "send", "sock")
         if not len(every):
-            raise TraceError(str(trace), "no SOCK_SEND records: the sender's writes were not captured")
+            raise StudyError(str(trace), "no SOCK_SEND records: the sender's writes were not captured")
         streams, index = np.unique(every.sockid, return_inverse=True)
         sid = int(streams[np.argmax(np.bincount(index, weights=every.size))])
         demand = demand_mod.extract(t, sid, "send", "sock")
@@ -121,7 +122,7 @@ def get_demand(out: Path, seconds: float) -> tuple[Demand, list | None, str]:
         try:
             demand, captured = captured_demand(capture_transfer(out, seconds))
             return demand, captured, "captured (BPF) from experiments/ftp_app.py"
-        except TraceError as e:
+        except MagnetError as e:
             why = str(e)
     say(f"  the BPF capture of a real transfer is unavailable ({why}):")
     say(f"  using the synthetic demand instead (magnetlib.synth.ftp_paper: {SIZE} B every {INTERVAL} s)")
@@ -135,7 +136,7 @@ def replay(name: str, run, out: Path) -> list | None:
     started = time.monotonic()
     try:
         outcome = run()
-    except (TraceError, OSError) as e:
+    except (MagnetError, OSError) as e:
         say(f"  skipped: {e}")
         return None
     for line in outcome.applied.strip().splitlines():
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("magnet demo: interrupted", file=sys.stderr)
         return 130
-    except (TraceError, OSError) as e:
+    except (MagnetError, OSError) as e:
         print(f"magnet demo: {e}", file=sys.stderr)
         return 2
     columns = {"captured": captured, "ns-3": ns3, "real TCP": real}

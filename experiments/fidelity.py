@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from magnetlib import app_demand, app_metrics, connections, knobs, signals, wire_demand
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError
 
 from . import common
 
@@ -175,7 +175,7 @@ def run_app(run: Run, recipe, commands, site: Site, pcap: bool = False) -> None:
         return
     try:
         run.note = str(recipe.verify(out.read_text(), commands))
-    except TraceError as e:
+    except MagnetError as e:
         run.status = str(e)
         return
     run.status = "ok"
@@ -335,7 +335,7 @@ def execute(args, work: Path) -> list[Run]:
             if run.status == "ok":
                 try:
                     demands[run.app] = make_demands(run)
-                except TraceError as e:
+                except MagnetError as e:
                     run.status = f"its demand: {e}"
         elif source.status != "ok":
             run.status = f"no source ({source.status})"
@@ -365,7 +365,7 @@ def kept(args, work: Path) -> list[Run]:
     try:
         frame = pd.read_csv(work / "runs.csv", keep_default_na=False)
     except OSError as e:
-        raise TraceError(str(work / "runs.csv"), f"no runs to measure again: {e.strerror}") from None
+        raise common.StudyError(str(work / "runs.csv"), f"no runs to measure again: {e.strerror}") from None
     runs = []
     for r in frame.itertuples():
         if r.app not in args.apps or (r.kind != "source" and (r.path not in args.paths or
@@ -402,7 +402,7 @@ def measure(runs: list[Run]):
             continue
         try:
             profiles[id(run)] = app_metrics.profile(*map(str, run.traces), source=run.label())
-        except TraceError as e:
+        except MagnetError as e:
             run.status = f"its traces: {e}"
     rows = []
     for (app, site), group in _groups(runs):

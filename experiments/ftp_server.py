@@ -26,7 +26,9 @@ from magnet.replay.scenario import Scenario
 from magnetlib import demand as demand_mod
 from magnetlib import knobs
 from magnetlib.demand import Demand
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError
+
+from .common import StudyError
 
 VSFTPD = "/usr/sbin/vsftpd"
 CONFIG = """listen=YES
@@ -91,9 +93,9 @@ def capture(trace: Path, size: int, path=None, timeout: float = 600) -> dict:
             subprocess.run(["pkill", "-TERM", "-f", f"^{VSFTPD} {config}"], capture_output=True)
             out, err = server.communicate(timeout=60)
         if server.returncode not in (0, 143, -15):
-            raise TraceError("magnet capture", (err.strip().splitlines() or ["failed"])[-1])
+            raise StudyError("magnet capture", (err.strip().splitlines() or ["failed"])[-1])
     if fetched["bytes"] != size:
-        raise TraceError("curl", f"fetched {fetched['bytes']} of {size} bytes")
+        raise StudyError("curl", f"fetched {fetched['bytes']} of {size} bytes")
     return fetched
 
 
@@ -104,7 +106,7 @@ def _fetch(hop, server: subprocess.Popen, timeout: float) -> dict:
     while True:
         if server.poll() is not None:        # the capture (or vsftpd) ended before serving
             err = server.stderr.read().strip().splitlines()
-            raise TraceError("magnet capture", f"exited with status {server.returncode} before the "
+            raise StudyError("magnet capture", f"exited with status {server.returncode} before the "
                              f"server answered: {err[-1] if err else 'no message'}")
         proc = netns.sh("curl", "-s", "-o", "/dev/null", "-w",
                         "%{size_download} %{time_total}", "--max-time", str(int(timeout)),
@@ -113,7 +115,7 @@ def _fetch(hop, server: subprocess.Popen, timeout: float) -> dict:
             break
         time.sleep(0.2)                      # vsftpd not listening yet
     if proc.returncode != 0:
-        raise TraceError("curl", f"exit {proc.returncode}: {proc.stderr.strip()}")
+        raise StudyError("curl", f"exit {proc.returncode}: {proc.stderr.strip()}")
     got, seconds = proc.stdout.split()
     return {"bytes": int(got), "seconds": float(seconds)}
 
@@ -124,7 +126,7 @@ def server_demand(trace: Path) -> Demand:
         t.check()
         every = demand_mod.extract(t, None, "send", "sock")
         if not len(every):
-            raise TraceError(str(trace), "no SOCK_SEND records: the server's writes were not captured")
+            raise StudyError(str(trace), "no SOCK_SEND records: the server's writes were not captured")
         streams, index = np.unique(every.sockid, return_inverse=True)
         sid = int(streams[np.argmax(np.bincount(index, weights=every.size))])
         demand = demand_mod.extract(t, sid, "send", "sock")
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         fetched = capture(args.output, args.size, NetPath(rate_bps=args.rate, delay_ns=args.delay))
         d = server_demand(args.output)
-    except TraceError as e:
+    except MagnetError as e:
         print(f"ftp_server: {e}", file=sys.stderr)
         return 2
     print(f"curl fetched {fetched['bytes']} bytes in {fetched['seconds']:.2f} s; the server wrote "

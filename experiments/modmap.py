@@ -45,7 +45,7 @@ from magnet.replay.scenario import Path as NetPath
 from magnet.replay.scenario import Scenario, Tcp
 from magnetlib import knobs, signals, synth
 from magnetlib.demand import Demand
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError
 
 from . import common, ftp_server
 
@@ -151,7 +151,7 @@ def capture_vsftpd(work: Path, size: int) -> tuple[Demand | None, str | None]:
     try:
         ftp_server.capture(trace, size, BASE_PATH)
         return ftp_server.server_demand(trace), None
-    except TraceError as e:
+    except MagnetError as e:
         return None, str(e)
 
 
@@ -246,7 +246,7 @@ def execute(args, work: Path, live: Demand | None, skipped: dict):
         try:
             demand = demand_of(workload, args.duration, seed, live)
             outcome = engines.run(engine, demand, scenario_of(setting, args.stacks, seed), where)
-        except (TraceError, OSError, ValueError) as e:
+        except (MagnetError, OSError, ValueError) as e:
             failed.append(f"{name}: {e}")
             common.progress_note(f"modmap: {name} failed: {e}")
             continue

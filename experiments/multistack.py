@@ -43,7 +43,7 @@ from magnet.replay.scenario import Path as NetPath
 from magnet.replay.scenario import Scenario
 from magnetlib import knobs, metrics, signals, synth
 from magnetlib.demand import Demand
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError
 
 from . import common
 
@@ -303,7 +303,7 @@ def execute(runs, args, chain: Scenario, work: Path):
         name = f"{engine} {mode} {case.name} run {run + 1}"
         try:
             outcome = run_one(engine, mode, demand, where, chain.replace(seed=seed))
-        except (TraceError, OSError) as e:
+        except (MagnetError, OSError) as e:
             failed.append(f"{name}: {e}")
             tqdm.write(f"multistack: {name} failed: {e}", file=sys.stderr)
             continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import TraceError
+from .errors import BuildError, MagnetError, TraceError, UsageError
 
 __version__ = "0.1.0"
 # name -> (submodule, its name there)
@@ -21,8 +21,8 @@ _EXPORTS = {"Clock": ("format", "Clock"), "Event": ("format", "Event"), "ExtVali
             "MetaKey": ("format", "MetaKey"), "TraceMeta": ("meta", "TraceMeta"), "Trace": ("trace", "Trace"),
             "open": ("trace", "open_trace"), "TraceWriter": ("writer", "TraceWriter"),
             "empty_records": ("writer", "empty_records"), "write": ("writer", "write")}
-__all__ = ["Clock", "Event", "ExtValid", "MetaKey", "Trace", "TraceError", "TraceMeta",
-           "TraceWriter", "empty_records", "open", "write", "__version__"]
+__all__ = ["BuildError", "Clock", "Event", "ExtValid", "MagnetError", "MetaKey", "Trace", "TraceError",
+           "TraceMeta", "TraceWriter", "UsageError", "empty_records", "open", "write", "__version__"]
 
 
 def __getattr__(name: str):

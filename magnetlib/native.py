@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from . import buildcache
+from .errors import BuildError
 
 PACKAGE = Path(__file__).resolve().parent
 CFLAGS = ["-O2", "-Wall", "-Wextra", "-std=gnu11", "-shared", "-fPIC"]
@@ -59,7 +60,7 @@ def _load(source: str) -> ctypes.CDLL | None:
         proc = subprocess.run([cc, *CFLAGS, "-o", str(out / f"{name}.so"), str(path)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"{path}: {cc} failed: {proc.stderr.strip()}")
+            raise BuildError(path, f"{cc} failed: {proc.stderr.strip()}")
     digest = buildcache.key([(source, path)], [cc, *CFLAGS, sys.platform])
     try:
         directory, _ = buildcache.build("native", digest, make, quiet=True, label=name)

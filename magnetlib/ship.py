@@ -15,12 +15,13 @@ import subprocess
 from pathlib import Path
 
 from . import private
+from .errors import MagnetError
 
 REMOTE = re.compile(r"^(?P<host>[^/:]+):(?P<dir>.*)$")
 CHUNK = 1 << 20
 
 
-class ShipError(Exception):
+class ShipError(MagnetError):
     """A trace could not be shipped; it was kept."""
 
 

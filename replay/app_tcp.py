@@ -30,10 +30,11 @@ from magnetlib.app_demand import CLIENT, SERVER, SIDES, AppDemand
 from magnetlib.progress import timed
 
 from . import app_results, wire
+from .errors import ReplayError
 from .pacing import now_ns
 from .scenario import Scenario
 from .schedule import AppPlan
-from .tcp import Lab, ReplayError, TcpOptions, Work, describe, prepare
+from .tcp import Lab, TcpOptions, Work, describe, prepare
 
 DEADLINE_SLACK_S = 60.0            # beyond 3x the demand's span (or its bytes at the path's rate)
 SIDE_PRIORITY = 10                 # SCHED_FIFO of the sides: below the link emulator's

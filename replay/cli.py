@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from magnetlib.cli.common import parse_sockid
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError, UsageError
 
 
 def register(sub) -> None:
@@ -131,13 +131,13 @@ def cmd_replay_ns3(args) -> int:
         from .ns3_app import replay_app_ns3
         return replay_app_ns3(args)
     if args.open_loop:
-        raise TraceError("--open-loop", "only for a whole-application demand (magnet demand --all)")
+        raise UsageError("--open-loop", "only for a whole-application demand (magnet demand --all)")
     combos = [{}]
     if args.sweep:
         try:
             combos = sweep.parse(args.sweep, {k: _swept(conv) for k, (_, conv) in sweep_keys().items()})
         except ValueError as e:
-            raise TraceError("--sweep", str(e).removeprefix("--sweep ")) from None
+            raise UsageError("--sweep", str(e).removeprefix("--sweep ")) from None
     runs, keys = [], sweep_keys()
     for combo in combos:
         changed = argparse.Namespace(**vars(args))
@@ -146,7 +146,7 @@ def cmd_replay_ns3(args) -> int:
         try:
             runs.append(_chain(changed))
         except ValueError as e:
-            raise TraceError(sweep.label(combo) or "magnet replay ns3", str(e)) from None
+            raise UsageError(sweep.label(combo) or "magnet replay ns3", str(e)) from None
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     demand = inputs.load_demand(args.demand, args.stream, args.duration, args.seed)
@@ -183,7 +183,7 @@ def _sweep_task(task) -> dict:
         table, _ = report.write_report(report.chain_series(demand_path, run.traces), out_dir,
                                        plots=plots)
         return {"table": table}
-    except TraceError as e:
+    except MagnetError as e:
         return {"error": str(e)}
 
 
@@ -261,7 +261,7 @@ def cmd_replay_tcp(args) -> int:
     from .scenario import PATH_FLAGS, Scenario, from_args
     whole = args.stream is None and app_demand.is_app_demand(args.demand)
     if args.open_loop and not whole:
-        raise TraceError("--open-loop", "only for a whole-application demand (magnet demand --all)")
+        raise UsageError("--open-loop", "only for a whole-application demand (magnet demand --all)")
     args.stacks = args.stacks or (1 if whole else Scenario().stacks)
     try:
         scenario = from_args(args)
@@ -269,11 +269,11 @@ def cmd_replay_tcp(args) -> int:
                                  concurrent=args.concurrent, send_only=args.send_only,
                                  new_data_only=args.new_data_only, realtime=args.realtime, bars=True)
     except ValueError as e:
-        raise TraceError("magnet replay tcp", str(e)) from None
+        raise UsageError("magnet replay tcp", str(e)) from None
     if args.loopback:
         given = [flag for flag, name, *_ in PATH_FLAGS if getattr(args, f"path_{name}") is not None]
         if given or args.cross:
-            raise TraceError((given or ["--cross"])[0], "--loopback emulates no path (127.0.0.1): drop "
+            raise UsageError((given or ["--cross"])[0], "--loopback emulates no path (127.0.0.1): drop "
                                                         "it, or run without --loopback (root)")
     if whole:
         return _replay_app(args, scenario, options)
@@ -300,7 +300,7 @@ def _replay_app(args, scenario, options) -> int:
     for flag, given in (("--send-only", args.send_only), ("--concurrent", args.concurrent),
                         ("--all-segments", not args.new_data_only), ("--mode", args.mode != "offline")):
         if given:
-            raise TraceError(flag, "not for a whole-application demand (every connection, both sides, "
+            raise UsageError(flag, "not for a whole-application demand (every connection, both sides, "
                                    "replayed at once over one path)")
     if args.path_duplex is None:              # whole applications: the same link each way
         scenario = scenario.replace(path=tuple(replace(p, duplex=True) for p in scenario.path))

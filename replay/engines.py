@@ -21,7 +21,7 @@ import pandas as pd
 
 from magnetlib import metrics, segmentation
 from magnetlib.demand import SEND, Demand
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError, TraceError
 
 from .scenario import Scenario
 
@@ -91,7 +91,7 @@ def _ns3_unavailable() -> str | None:
     from . import ns3
     try:
         ns3.build(quiet=True)
-    except TraceError as e:
+    except MagnetError as e:
         return str(e)
     return None
 
@@ -115,7 +115,7 @@ def _tcp_unavailable() -> str | None:
     from . import tcp
     try:
         tcp.check_privileges(tcp.TcpOptions())
-    except TraceError as e:
+    except MagnetError as e:
         return str(e)
     return None
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from magnetlib import knobs
-from magnetlib.errors import TraceError
+
+from .errors import ReplayError
 
 MAGIC = b"LINKEMLG"
 VERSION = 1
@@ -41,7 +42,7 @@ DIRECTIONS = ("forward", "reverse")
 SUMMARY = "summary.txt"
 
 
-class LinkLogError(TraceError):
+class LinkLogError(ReplayError):
     """A link log that cannot be read: "FILE: problem"."""
 
 

@@ -31,12 +31,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import ReplayError
+
 IFNAMSIZ = 15
 MTU_FRAME = 1514                  # bytes of a full Ethernet frame at MTU 1500
 NETNS_ETC = Path("/etc/netns")    # `ip netns exec NAME` bind-mounts NETNS_ETC/NAME/* over /etc/*
 
 
-class NetnsError(RuntimeError):
+class NetnsError(ReplayError):
     """A command that builds the topology failed (its stderr in one line)."""
 
 

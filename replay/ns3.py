@@ -36,8 +36,9 @@ from pathlib import Path
 
 from magnet import capture, ns3app
 from magnetlib import buildcache, knobs, signals
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError
 
+from .errors import ReplayError
 from .scenario import Cross, Path as NetPath, Scenario
 
 APP_DIR = Path(ns3app.__file__).resolve().parent            # ns3-app/ in a checkout
@@ -58,7 +59,7 @@ LIBRARY_DIRS = ("model", "helper")
 LIBRARY_NAME = "libns3-magnet.so"
 
 
-class Ns3Error(TraceError):
+class Ns3Error(ReplayError):
     """ns-3 missing, a failed build or a failed run: one line, "WHAT: problem"."""
 
 
@@ -487,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
             proc = run_tests(programs)
             sys.stdout.write(proc.stdout + proc.stderr)
             return proc.returncode
-    except TraceError as e:
+    except MagnetError as e:
         print(f"replay.ns3: {e}", file=sys.stderr)
         return 2
     return 0

@@ -10,7 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from magnetlib.errors import TraceError
+from magnetlib.errors import UsageError
 
 # Flags of `magnet replay ns3` that shape a chain of stacks, not a whole application.
 CHAIN_ONLY = (("--sweep", "sweep"), ("--new-data-only", "new_data_only"), ("--start-offset", "start_offset"))
@@ -23,7 +23,7 @@ def replay_app_ns3(args) -> int:
     for flag, name in CHAIN_ONLY + (("--mode", "mode"),):
         value = getattr(args, name)
         if value and value != "offline":
-            raise TraceError(flag, "not for a whole-application demand (every connection, both sides, "
+            raise UsageError(flag, "not for a whole-application demand (every connection, both sides, "
                                    "replayed at once over one path)")
     try:
         scenario = scenario_mod.from_args(args)
@@ -31,7 +31,7 @@ def replay_app_ns3(args) -> int:
             scenario = scenario.replace(path=tuple(replace(p, duplex=True) for p in scenario.path))
         ns3.chain_args(scenario.replace(stacks=1))
     except ValueError as e:
-        raise TraceError("magnet replay ns3", str(e)) from None
+        raise UsageError("magnet replay ns3", str(e)) from None
     demand = app_demand.read(args.demand)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)

@@ -51,9 +51,10 @@ import numpy as np
 from magnet import capture
 from magnet.capture import preload
 from magnetlib import knobs, signals
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError
 
 from . import cross, linkem, linuxtcp, netns, sockopts, wan
+from .errors import ReplayError
 from .scenario import Scenario
 
 FAMILY = "mgpa"                       # namespaces, devices and cgroups: mgpa<pid>-...
@@ -73,7 +74,7 @@ PACKAGES = {"h2load": "nghttp2-client", "redis-benchmark": "redis-tools", "redis
             "redis-server": "redis-server", "mosquitto": "mosquitto", "vsftpd": "vsftpd"}
 
 
-class PathError(TraceError):
+class PathError(ReplayError):
     """magnet path cannot run as asked: one line, "WHAT: problem"."""
 
 
@@ -441,7 +442,7 @@ def build(stack: ExitStack, scenario: Scenario, tcp: Applied, users: dict[str, U
         if tcp.sockopts:
             try:
                 side.sockopts = sockopts.SockOpts(side.cgroup, **tcp.sockopts)
-            except RuntimeError as e:
+            except MagnetError as e:
                 raise PathError("socket options", str(e)) from None
             stack.callback(side.sockopts.stop)
     signals.check()

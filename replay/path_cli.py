@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from magnetlib import knobs
-from magnetlib.errors import TraceError
+from magnetlib.errors import UsageError
 
 USAGE_EXAMPLES = """examples:
   sudo magnet path --rate 10Mbps --delay 30ms --server 'python3 -m http.server 8000' -- \\
@@ -72,11 +72,11 @@ def cmd_path(args) -> int:
     from . import path
     from .scenario import from_args
     if args.preload and not args.capture:
-        raise TraceError("--preload", "records with --capture T only")
+        raise UsageError("--preload", "records with --capture T only")
     try:
         chain = from_args(args).replace(stacks=1)
     except ValueError as e:
-        raise TraceError("magnet path", str(e)) from None
+        raise UsageError("magnet path", str(e)) from None
     try:
         run = path.run(chain, args.command, args.server, ready_port=args.ready,
                        ready_timeout_s=args.ready_timeout / 1e9, capture=args.capture,

@@ -22,8 +22,10 @@ import subprocess
 from pathlib import Path
 
 from magnetlib import buildcache
+from magnetlib.errors import BuildError
 
 from . import workers
+from .errors import ReplayError
 
 SOURCE = Path(__file__).resolve().parent / "linkem"
 TOOLS = ("clang", "bpftool")
@@ -56,14 +58,14 @@ def build(quiet: bool = True) -> Path:
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode:
                 lines = proc.stderr.strip().splitlines() or ["failed"]
-                raise RuntimeError(f"building linkem-sockopts: {lines[-1]}")
+                raise BuildError("linkem-sockopts", lines[-1])
     return buildcache.build("sockopts", buildcache.key(files, [arch]), make, quiet=quiet,
                             label="linkem-sockopts")[0] / "linkem-sockopts"
 
 
 class SockOpts:
-    """linkem-sockopts attached to a cgroup until stop(); RuntimeError (one line) if it
-    cannot be built, loaded or attached."""
+    """linkem-sockopts attached to a cgroup until stop(); BuildError if it cannot be built,
+    ReplayError (one line) if it cannot be loaded or attached."""
 
     def __init__(self, cgroup: Path, *, cc: str | None = None, nodelay: bool = False,
                  delack_max_ns: int | None = None):
@@ -80,11 +82,11 @@ class SockOpts:
         try:
             line = workers.first_line(self.proc)
         except workers.WorkerError as e:
-            raise RuntimeError(f"linkem-sockopts: {e}") from None
+            raise ReplayError("linkem-sockopts", str(e)) from None
         if line.strip() != "ready":
             self.proc.wait()
             err = self.proc.stderr.read().strip().splitlines()
-            raise RuntimeError(err[-1] if err else f"linkem-sockopts exited with {self.proc.returncode}")
+            raise ReplayError(err[-1] if err else f"linkem-sockopts exited with {self.proc.returncode}")
 
     def stop(self) -> dict:
         """Detached; how many connections took the options and refused them (once)."""

@@ -45,9 +45,10 @@ from magnet import capture
 from magnetlib import metrics, signals
 from magnetlib.progress import timed
 from magnetlib.demand import RECV, SEND, Demand
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError
 
 from . import cross, endpoint, fidelity, linkem, linuxtcp, netns, schedule, wan, wire, workers
+from .errors import ReplayError
 from .scenario import CAPTURES, Scenario
 from .wire import Series
 
@@ -57,10 +58,6 @@ TOOLS = ("ip",)
 SUBNET = "10.202"
 # Device names FAMILY<pid>t<k>x fit IFNAMSIZ for a pid of 7 digits (pid_max 4194304) up to k = 99.
 MAX_STACKS = 99
-
-
-class ReplayError(TraceError):
-    """A replay that cannot start or did not complete: one line, "WHAT: problem"."""
 
 
 @dataclass
@@ -345,7 +342,7 @@ class CappedSession:
         except BaseException as e:             # an interrupt too: the cgroup must not outlive us
             if self.own:
                 capture.remove_cgroup(self.cgroup)
-            if isinstance(e, (RuntimeError, OSError)):
+            if isinstance(e, (MagnetError, OSError)):
                 raise ReplayError("--delack-timeout", str(e)) from None
             raise
 

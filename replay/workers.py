@@ -12,12 +12,14 @@ import subprocess
 
 from magnetlib import signals
 
+from .errors import ReplayError
+
 # From start to listening: a worker imports numpy in ~1 s, but this shared 2-core machine
 # under a load of 20 once took over 30 s.
 READY_TIMEOUT_S = 120.0
 
 
-class WorkerError(Exception):
+class WorkerError(ReplayError):
     """Why a worker failed, in one line."""
 
 

@@ -6,8 +6,8 @@ import pytest
 
 import magnetlib
 from magnet.experiments import ftp_server
+from magnet.experiments.common import StudyError
 from magnet.replay.scenario import Path as NetPath
-from magnetlib.errors import TraceError
 
 from .conftest import require
 
@@ -36,5 +36,5 @@ def test_a_capture_that_cannot_start_says_why(ready, tmp_path):
     """Not 'curl: exit 7' after a timeout: the capture's own one-line error."""
     trace = tmp_path / "ftp.magnet"
     trace.write_bytes(b"not empty")
-    with pytest.raises(TraceError, match="magnet capture.*exists and is not empty"):
+    with pytest.raises(StudyError, match="magnet capture.*exists and is not empty"):
         ftp_server.capture(trace, SIZE, FAST, timeout=60)

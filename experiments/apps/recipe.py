@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError
 
 KINDS = ("bulk", "request-response", "short-flows", "streaming")
 
@@ -50,7 +50,7 @@ class Commands:
     files: dict[str, Path] = field(default_factory=dict)     # what the recipe wrote, by role
 
 
-class RecipeError(TraceError):
+class RecipeError(MagnetError):
     """The application did not do its work (or cannot run): "APP: problem"."""
 
 

@@ -25,11 +25,10 @@ import numpy as np
 
 from magnet.replay.scenario import Path as NetPath
 from magnetlib import knobs
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError
 
 from .. import common
 from . import RECIPES, install
-from .recipe import RecipeError
 
 PATHS = ("2ms-100Mbps", "60ms-10Mbps", "200ms-2Mbps")
 QUICK_APPS = ("http-python", "redis-benchmark", "h2load-h2")
@@ -98,7 +97,7 @@ def capture_one(recipe, where: NamedPath, out: Path) -> dict:
     row = {"app": recipe.name, "kind": recipe.kind, "path": where.name}
     try:
         done = run.run(recipe, where.path, work, where.name, capture=prefix)
-    except (RecipeError, TraceError) as e:
+    except MagnetError as e:
         row["status"] = str(e)
         return row
     finally:

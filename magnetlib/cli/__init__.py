@@ -12,7 +12,7 @@ import os
 import sys
 
 from .. import signals
-from ..errors import TraceError
+from ..errors import MagnetError
 
 COMMAND_GROUP = "magnet.commands"
 # Optional dependencies, by the extra (setup.cfg) that installs them.
@@ -74,7 +74,7 @@ def run(args) -> int:
     keep_freed_memory()
     try:
         return args.func(args) or Status.code
-    except TraceError as e:
+    except MagnetError as e:
         print(f"magnet: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -31,15 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import private
-from ..errors import TraceError
+from ..errors import MagnetError
 
 MARKER = "magnet-library.json"
 LAYOUT_VERSION = 1
 UNANCHORED_DAY = "unanchored"        # the day partition of traces without a wall-clock anchor
 
 
-class LibraryError(TraceError):
-    """Something wrong with a library directory (one line, like TraceError)."""
+class LibraryError(MagnetError):
+    """Something wrong with a library directory: one line, "PATH: problem"."""
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from magnetlib import buildcache, knobs
-from magnetlib.errors import TraceError
 
 from .. import workers
+from ..errors import ReplayError
 
 SOURCE = Path(__file__).resolve().parent
 TUN_DEVICE = "/dev/net/tun"
@@ -44,7 +44,7 @@ HOPS_MAX = 64
 MTU_RANGE = (576, 9000)
 
 
-class LinkemError(TraceError):
+class LinkemError(ReplayError):
     """The emulator cannot be built or started, or failed: one line, "WHAT: problem"."""
 
 

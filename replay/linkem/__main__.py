@@ -1,7 +1,9 @@
 """python -m magnet.replay.linkem build: compile the link emulator now, print where it is."""
 import sys
 
-from . import LinkemError, build
+from magnetlib.errors import MagnetError
+
+from . import build
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["build"]:
@@ -9,6 +11,6 @@ if __name__ == "__main__":
         sys.exit(2)
     try:
         print(build(quiet=False))
-    except LinkemError as e:
+    except MagnetError as e:
         print(f"magnet: {e}", file=sys.stderr)
         sys.exit(2)
