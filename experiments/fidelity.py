@@ -165,7 +165,7 @@ def run_app(run: Run, recipe, commands, site: Site, pcap: bool = False) -> None:
                               server_cmd=shlex.join(commands.server), ready_port=commands.port,
                               capture=str(run.dir / "t"), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                               client_user="root", server_user="root", say=lambda line: print(line, file=said))
-        except (TraceError, RuntimeError, OSError) as e:     # PathError, the emulator's, cross traffic's
+        except (MagnetError, OSError) as e:       # PathError, the emulator's, cross traffic's
             run.status = f"magnet path: {e}"
             return
     run.seconds = time.monotonic() - started
