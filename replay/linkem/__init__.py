@@ -49,7 +49,7 @@ class LinkemError(ReplayError):
 
 
 # ----------------------------------------------------------------- build ---
-SOURCES = ("linkem.c", "core.c", "core.h", "Makefile")
+SOURCES = ("linkem.c", "core.c", "core.h", "linklog.c", "linklog.h", "Makefile")
 
 
 def make(target: str, out: Path, cc: str) -> subprocess.CompletedProcess:
@@ -182,7 +182,9 @@ class Stats:
                                                            ("random_losses", "random losses"),
                                                            ("too_big", "over the MTU"),
                                                            ("overflow", "emulator overflows"),
-                                                           ("write_errors", "write errors")) if c[key]]
+                                                           ("write_errors", "write errors"),
+                                                           ("log_lost", "records lost from the link log"))
+                     if c.get(key)]
             parts.append(text + (", " + ", ".join(drops) if drops else ""))
         f, r = self.raw["forward"], self.raw["reverse"]
         peak = f"{f['queue_max_packets']} packets" + (f" ({r['queue_max_packets']} reverse)"

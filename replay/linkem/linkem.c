@@ -20,9 +20,8 @@
  * Counters per direction are written as JSON to --stats on SIGUSR1 and at exit
  * (SIGTERM, SIGINT, or the parent's death), and printed on stdout at exit.
  * --log DIR writes every packet's record (core.h: struct lk_record) to
- * DIR/forward.linklog and DIR/reverse.linklog: a 16-byte header (the magic
- * "LINKEMLG", the version and the record size, u32 each) then the records,
- * written LOG_BATCH at a time and at exit. "ready" on stdout once every
+ * DIR/forward.linklog and DIR/reverse.linklog, by a writer thread of each
+ * (linklog.h: a slow disk never holds up the packets). "ready" on stdout once every
  * device exists. Exit status 2: bad arguments or a device that cannot be made.
  */
 #define _GNU_SOURCE
@@ -49,12 +48,11 @@
 #include <arpa/inet.h>
 
 #include "core.h"
+#include "linklog.h"
 
 #define MAX_TUNS 16
 #define READ_BATCH 256
 #define PKT_MAX 65536
-#define LOG_BATCH 8192                  /* records per write() of the per-packet log */
-#define LOG_VERSION 1
 
 static const char *prog_name = "linkem";
 
@@ -88,14 +86,6 @@ struct tun {
 	uint32_t addr;                         /* network order */
 };
 
-/* One direction's per-packet log: records buffered, written LOG_BATCH at a time. */
-struct log {
-	int fd;                                /* -1: no log */
-	struct lk_record *buf;
-	size_t n;
-	uint64_t write_errors;
-};
-
 /* A long sleep on this kind of VM wakes 50-200 us late (an idle vCPU's exit),
  * a short one (< LONG_SLEEP_NS) 30-40 us: before a long sleep the timer is set
  * `margin` early and, once it fires, the rest until that delivery is spent
@@ -119,7 +109,7 @@ struct emulator {
 	struct tun tuns[MAX_TUNS];
 	int ntuns;
 	struct lk_dir *dirs[2];                /* forward (from side a), reverse */
-	struct log logs[2];
+	struct linklog *logs[2];               /* NULL: no log */
 	const char *stats_path, *log_dir;
 	int realtime, running;
 	int64_t started_ns;
@@ -145,28 +135,15 @@ static int route(const struct emulator *e, int to_side, const unsigned char *ip,
 	return -1;
 }
 
-static void log_flush(struct log *l)
-{
-	size_t bytes = l->n * sizeof(*l->buf);
-
-	if (l->fd >= 0 && l->n && write(l->fd, l->buf, bytes) != (ssize_t)bytes)
-		l->write_errors++;
-	l->n = 0;
-}
-
 /* A packet read from a side-`from` device at `t` enters direction `from`. */
 static void admit(struct emulator *e, int from, const unsigned char *data, uint32_t len, int64_t t)
 {
-	struct log *l = &e->logs[from];
+	struct linklog *l = e->logs[from];
 	int out = route(e, !from, data, len);
 
-	if (l->fd < 0) {
-		lk_dir_push(e->dirs[from], t, data, len, out, NULL);
-		return;
-	}
-	lk_dir_push(e->dirs[from], t, data, len, out, &l->buf[l->n++]);
-	if (l->n == LOG_BATCH)
-		log_flush(l);
+	lk_dir_push(e->dirs[from], t, data, len, out, l ? linklog_next(l) : NULL);
+	if (l)
+		linklog_commit(l);
 }
 
 static void deliver_due(struct emulator *e, int64_t now)
@@ -196,7 +173,7 @@ static int64_t next_due(const struct emulator *e)
 
 /* --------------------------------------------------------------- stats --- */
 
-static void write_counters(FILE *f, const struct lk_counters *c, const struct log *l)
+static void write_counters(FILE *f, const struct lk_counters *c, struct linklog *l)
 {
 	fprintf(f, "{\"packets_in\": %lu, \"bytes_in\": %lu, \"forwarded\": %lu, "
 		"\"forwarded_bytes\": %lu, \"queue_drops\": %lu, \"queue_drop_bytes\": %lu, "
@@ -204,12 +181,12 @@ static void write_counters(FILE *f, const struct lk_counters *c, const struct lo
 		"\"unroutable\": %lu, \"overflow\": %lu, \"write_errors\": %lu, "
 		"\"queue_max_bytes\": %lu, \"queue_max_packets\": %lu, "
 		"\"late_p50_us\": %.0f, \"late_p99_us\": %.0f, \"late_max_us\": %.1f, "
-		"\"log_write_errors\": %lu}",
+		"\"log_lost\": %lu, \"log_write_errors\": %lu}",
 		c->packets_in, c->bytes_in, c->forwarded, c->forwarded_bytes, c->queue_drops,
 		c->queue_drop_bytes, c->random_losses, c->random_loss_bytes, c->too_big,
 		c->unroutable, c->overflow, c->write_errors, c->queue_max_bytes,
 		c->queue_max_packets, lk_late_quantile(c, 0.5), lk_late_quantile(c, 0.99),
-		c->late_max / 1000.0, l->write_errors);
+		c->late_max / 1000.0, l ? linklog_lost(l) : 0, l ? linklog_write_errors(l) : 0);
 }
 
 static void write_stats(const struct emulator *e, FILE *f)
@@ -224,7 +201,7 @@ static void write_stats(const struct emulator *e, FILE *f)
 		lk_dir_held(e->dirs[0]), lk_dir_held(e->dirs[1]));
 	for (int k = 0; k < 2; k++) {
 		fprintf(f, "\"%s\": ", DIR_NAMES[k]);
-		write_counters(f, lk_dir_counters(e->dirs[k]), &e->logs[k]);
+		write_counters(f, lk_dir_counters(e->dirs[k]), e->logs[k]);
 		fputs(k ? "}\n" : ", ", f);
 	}
 }
@@ -236,7 +213,8 @@ static void save(struct emulator *e)
 	FILE *f;
 
 	for (int k = 0; k < 2; k++)
-		log_flush(&e->logs[k]);
+		if (e->logs[k])
+			linklog_flush(e->logs[k]);
 	if (!e->stats_path)
 		return;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", e->stats_path);
@@ -251,18 +229,12 @@ static void save(struct emulator *e)
 static void open_logs(struct emulator *e)
 {
 	for (int k = 0; k < 2; k++) {
-		struct log *l = &e->logs[k];
 		char path[4096];
-		uint32_t header[4] = {0, 0, LOG_VERSION, sizeof(struct lk_record)};
 
-		memcpy(header, "LINKEMLG", 8);
 		snprintf(path, sizeof(path), "%s/%s.linklog", e->log_dir, DIR_NAMES[k]);
-		l->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (l->fd < 0)
+		e->logs[k] = linklog_open(path);
+		if (!e->logs[k])
 			die(2, "--log %s: %s", path, strerror(errno));
-		l->buf = malloc(LOG_BATCH * sizeof(*l->buf));
-		if (!l->buf || write(l->fd, header, sizeof(header)) != sizeof(header))
-			die(2, "--log %s: cannot write", path);
 	}
 }
 
@@ -570,7 +542,7 @@ static void run(struct emulator *e)
 
 int main(int argc, char **argv)
 {
-	static struct emulator emulator = {.logs = {{.fd = -1}, {.fd = -1}}, .running = 1};
+	static struct emulator emulator = {.running = 1};
 	struct emulator *e = &emulator;
 	struct options o;
 	sigset_t sigs;
@@ -607,6 +579,9 @@ int main(int argc, char **argv)
 	printf("ready sched_fifo=%d\n", e->realtime);
 	fflush(stdout);
 	run(e);
+	for (int k = 0; k < 2; k++)
+		if (e->logs[k])
+			linklog_finish(e->logs[k]);    /* everything written before the counters say so */
 	save(e);
 	write_stats(e, stdout);
 	return 0;

@@ -6,22 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "core.h"
 
 #define MS 1000000LL
 #define US 1000LL
-
-static int checks, failures;
-
-#define CHECK(cond, ...) do {                                                   \
-	checks++;                                                               \
-	if (!(cond)) {                                                          \
-		failures++;                                                     \
-		printf("%s:%d: %s: ", __FILE__, __LINE__, #cond);               \
-		printf(__VA_ARGS__);                                            \
-		putchar('\n');                                                  \
-	}                                                                       \
-} while (0)
 
 static const unsigned char payload[1500];
 
@@ -250,6 +239,5 @@ int main(void)
 	test_refusals_and_overflow();
 	test_reverse_and_bottleneck_position();
 	test_late_quantiles();
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	return CHECK_SUMMARY();
 }
