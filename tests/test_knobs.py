@@ -127,8 +127,3 @@ def test_bad_scenario_flags_are_refused(argv, capsys):
     with pytest.raises(SystemExit) as e:
         parse(argv)
     assert e.value.code == 2
-
-
-def test_ns3_refuses_duplex_until_its_paths_have_it(magnet):
-    from .conftest import assert_clean_error
-    assert_clean_error(magnet("replay", "ns3", "synth:ftp", "--duplex", "on"), "--duplex on")
