@@ -13,6 +13,7 @@ from pathlib import Path
 from magnetlib import knobs, ship
 from magnetlib.cli.common import human_bytes, warn
 from magnetlib import format as fmt
+from magnetlib.errors import MagnetError
 from magnetlib.format import Event
 from magnetlib.trace import Trace
 
@@ -143,7 +144,8 @@ def capture_command(command: list[str], args, signals: Signals) -> int:
     try:
         binary = capture.find_magnet_read()
         cgroup = capture.make_cgroup(args.cgroup_name or f"magnet-{os.getpid()}")
-    except capture.CaptureError as e:
+    except MagnetError as e:                # the capture's, or magnet-read's build
+
         warn(f"capture: {e}")
         return 2
     try:
@@ -197,7 +199,7 @@ def capture_preloaded(command: list[str], args) -> int:
     except preload.SpoolKept as e:
         warn(f"capture: {e}")
         return 2
-    except capture.CaptureError as e:
+    except MagnetError as e:                # the capture's, or the shim's build
         spool.remove()
         warn(f"capture: {e}")
         return 2

@@ -18,7 +18,6 @@ import platform
 import shutil
 import socket
 import struct
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 
 import magnetlib
 from magnetlib import buildcache
+from magnetlib.errors import BuildError
 from magnetlib import format as fmt
 from magnetlib.format import Clock, Event
 from magnetlib.meta import TraceMeta
@@ -65,24 +65,15 @@ def find_library(build: bool = True) -> Path:
     try:
         return build_library() / LIBRARY
     except OSError as e:
-        raise CaptureError(f"{buildcache.root()}: cannot build {LIBRARY} there: {e.strerror} "
-                           "(set MAGNET_CACHE to a directory of yours)") from None
+        raise BuildError(buildcache.root(), f"cannot build {LIBRARY} there: {e.strerror} "
+                                            "(set MAGNET_CACHE to a directory of yours)") from None
 
 
 def build_library(quiet: bool = True) -> Path:
-    """The directory of libmagnet-preload.so built from SOURCE (once per version of its sources)."""
+    """The directory of libmagnet-preload.so built by SOURCE's Makefile (`make preload`,
+    once per version of its sources); BuildError naming what is missing or the first error."""
     files = [(name, SOURCE / name) for name in SOURCES]
-    for tool in ("make", os.environ.get("CC", "cc")):
-        if not shutil.which(tool):
-            raise CaptureError(f"building {LIBRARY} needs {tool} (Debian: apt-get install gcc make)")
-
-    def make(out: Path) -> None:
-        proc = subprocess.run(["make", "-s", "-C", str(SOURCE), f"OUTPUT={out}", "preload"],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            lines = (proc.stderr or proc.stdout).strip().splitlines() or ["make failed"]
-            raise CaptureError(f"building {LIBRARY} failed: {lines[-1]}")
-    return buildcache.build("preload", buildcache.key(files), make, quiet=quiet, label=LIBRARY)[0]
+    return buildcache.make("preload", SOURCE, files, targets=["preload"], label=LIBRARY, quiet=quiet)
 
 
 # ---------------------------------------------------------------- command ---

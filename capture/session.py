@@ -55,18 +55,11 @@ def find_magnet_read(build: bool = True) -> Path:
 
 
 def build_magnet_read(quiet: bool = True) -> Path:
-    """The directory of magnet-read built from SOURCE (once per version of the sources)."""
-    files = buildcache.tree(SOURCE, (".c", ".h"), ("Makefile",), recursive=False)
-    if not shutil.which("make"):
-        raise CaptureError("building magnet-read needs make (Debian: apt-get install make)")
-
-    def make(out: Path) -> None:
-        proc = subprocess.run(["make", "-s", "-C", str(SOURCE), f"OUTPUT={out}"],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            lines = (proc.stderr or proc.stdout).strip().splitlines() or ["make failed"]
-            raise CaptureError(f"building magnet-read failed: {lines[-1].removeprefix('capture: ')}")
-    return buildcache.build("capture", buildcache.key(files), make, quiet=quiet, label="magnet-read")[0]
+    """The directory of magnet-read built by SOURCE's Makefile (once per version of the
+    sources); BuildError naming what is missing or the first error."""
+    files = buildcache.tree(SOURCE, (".c", ".h", ".mk"), ("Makefile",), recursive=False)
+    return buildcache.make("capture", SOURCE, files, needs=("make", "cc", *buildcache.BPF_NEEDS),
+                           label="magnet-read", quiet=quiet)
 
 
 # ---------------------------------------------------------------- cgroups ---

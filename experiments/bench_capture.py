@@ -40,6 +40,7 @@ from pathlib import Path
 
 from magnet import capture
 from magnet.replay import netns
+from magnetlib.errors import MagnetError
 from magnetlib.trace import Trace
 
 from . import common
@@ -410,7 +411,7 @@ def check_prerequisites() -> Path:
             sys.exit(f"bench_capture: {tool} is not installed (make capture installs it)")
     try:
         return capture.find_magnet_read()
-    except capture.CaptureError as e:
+    except MagnetError as e:                   # the capture's, or magnet-read's build
         sys.exit(f"bench_capture: {e}")
 
 

@@ -1,7 +1,8 @@
 """Socket options on every TCP connection of a cgroup, for what Linux sets only per
 socket: a sockops program (replay/linkem/sockopts.bpf.c, loaded by linkem-sockopts,
-built on first use like magnet-read: clang, bpftool, libbpf) calls bpf_setsockopt as
-each connection is established (both ends: active and passive).
+built on first use by linkem's Makefile like magnet-read: clang, bpftool, libbpf,
+vmlinux.h) calls bpf_setsockopt as each connection is established (both ends:
+active and passive).
 
     why = sockopts.unavailable()                       # None: it can run here
     opts = sockopts.SockOpts(cgroup, cc="cubic", nodelay=True, delack_max_ns=None)
@@ -16,51 +17,36 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 from pathlib import Path
 
+from magnet import capture
 from magnetlib import buildcache
-from magnetlib.errors import BuildError
 
 from . import workers
 from .errors import ReplayError
 
 SOURCE = Path(__file__).resolve().parent / "linkem"
-TOOLS = ("clang", "bpftool")
+NEEDS = ("make", "cc", *buildcache.BPF_NEEDS)
 
 
 def unavailable() -> str | None:
     """Why the sockops program cannot run here (None: it can)."""
     if os.geteuid() != 0:
         return "needs root (a sockops BPF program sets it)"
-    missing = [t for t in TOOLS if not shutil.which(t)]
-    if missing or not Path("/usr/include/bpf/libbpf.h").exists():
-        return ("needs a sockops BPF program, built with clang, bpftool and libbpf-dev "
-                f"(missing: {', '.join(missing) or 'libbpf-dev'})")
+    missing = buildcache.missing(NEEDS)
+    if missing:
+        return f"needs a sockops BPF program, built with clang, bpftool and libbpf (missing: {', '.join(missing)})"
     return None
 
 
 def build(quiet: bool = True) -> Path:
-    """linkem-sockopts, built once per version of its sources."""
-    files = [(name, SOURCE / name) for name in ("sockopts.bpf.c", "sockopts.c")]
-    arch = os.uname().machine
-
-    def make(out: Path) -> None:
-        steps = [["clang", "-g", "-O2", "-target", "bpf", f"-I/usr/include/{arch}-linux-gnu", "-c",
-                  str(SOURCE / "sockopts.bpf.c"), "-o", str(out / "sockopts.bpf.o")],
-                 ["sh", "-c", f"bpftool gen skeleton {out}/sockopts.bpf.o name sockopts_bpf "
-                              f"> {out}/sockopts.skel.h"],
-                 [os.environ.get("CC", "cc"), "-O2", "-Wall", f"-I{out}", str(SOURCE / "sockopts.c"),
-                  "-lbpf", "-lelf", "-lz", "-o", str(out / "linkem-sockopts")]]
-        for cmd in steps:
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode:
-                lines = proc.stderr.strip().splitlines() or ["failed"]
-                raise BuildError("linkem-sockopts", lines[-1])
-    return buildcache.build("sockopts", buildcache.key(files, [arch]), make, quiet=quiet,
-                            label="linkem-sockopts")[0] / "linkem-sockopts"
+    """linkem-sockopts, built by linkem's Makefile once per version of its sources."""
+    files = [*((name, SOURCE / name) for name in ("sockopts.bpf.c", "sockopts.c", "Makefile")),
+             ("capture/bpf.mk", Path(capture.__file__).resolve().parent / "bpf.mk")]
+    return buildcache.make("sockopts", SOURCE, files, targets=["sockopts"], needs=NEEDS,
+                           label="linkem-sockopts", quiet=quiet) / "linkem-sockopts"
 
 
 class SockOpts:

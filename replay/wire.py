@@ -25,6 +25,7 @@ import magnetlib
 from magnet import capture
 from magnetlib import pcap, segmentation
 from magnetlib import demand as demand_mod
+from magnetlib.errors import MagnetError
 from magnetlib.format import Clock, Event
 
 from . import netns, workers
@@ -74,7 +75,7 @@ def bpf_unavailable() -> str | None:
     try:
         capture.find_magnet_read()
         capture.cgroup2_root()
-    except capture.CaptureError as e:
+    except MagnetError as e:                   # the capture's, or magnet-read's build
         return str(e)
     return None
 

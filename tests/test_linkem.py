@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from magnetlib import knobs, pcap
+from magnetlib import buildcache, knobs, pcap
 from magnet.replay import linkem, netns, wan
 from magnet.replay.scenario import Path, Scenario, cross
 
@@ -281,8 +281,7 @@ def test_core_unit_tests_under_sanitizers(tmp_path):
     tested alone, no root, no devices: test_core.c and test_linklog.c built with ASan and
     UBSan by linkem's Makefile and run."""
     require_tool("make")
-    cc = linkem.compiler()
-    proc = linkem.make("test", tmp_path, cc)
+    proc = buildcache.run_make(linkem.SOURCE, tmp_path, ["test"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = [line for line in proc.stdout.splitlines() if line.endswith(" failed")]
     assert len(results) == 2 and all(line.endswith(" 0 failed") for line in results), proc.stdout

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -52,36 +51,14 @@ class LinkemError(ReplayError):
 SOURCES = ("linkem.c", "core.c", "core.h", "linklog.c", "linklog.h", "Makefile")
 
 
-def make(target: str, out: Path, cc: str) -> subprocess.CompletedProcess:
-    """`make TARGET` of linkem's Makefile, its outputs in `out`."""
-    return subprocess.run(["make", "-s", "-C", str(SOURCE), f"OUTPUT={out}", f"CC={cc}", target],
-                          capture_output=True, text=True)
-
-
-def compiler() -> str:
-    """The C compiler and make, or LinkemError naming what is missing."""
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if not cc or not shutil.which("make"):
-        raise LinkemError("linkem", "building the link emulator needs a C compiler and make "
-                                    "(Debian: apt-get install gcc make)")
-    return cc
-
-
 def build(quiet: bool = True) -> Path:
-    """The linkem binary, built once per version of its sources ($MAGNET_LINKEM: that
-    binary instead, e.g. another version to compare against)."""
+    """The linkem binary, built by its Makefile once per version of its sources
+    ($MAGNET_LINKEM: that binary instead, e.g. another version to compare against)."""
     given = os.environ.get("MAGNET_LINKEM")
     if given:
         return Path(given)
-    cc = compiler()
-
-    def run_make(out: Path) -> None:
-        proc = make("all", out, cc)
-        if proc.returncode != 0:
-            lines = proc.stderr.strip().splitlines() or ["the compiler failed"]
-            raise LinkemError("building linkem", lines[-1])
-    digest = buildcache.key([(name, SOURCE / name) for name in SOURCES], [cc])
-    return buildcache.build("linkem", digest, run_make, quiet=quiet, label="linkem")[0] / "linkem"
+    files = [(name, SOURCE / name) for name in SOURCES]
+    return buildcache.make("linkem", SOURCE, files, targets=["all"], quiet=quiet) / "linkem"
 
 
 def unavailable() -> str | None:

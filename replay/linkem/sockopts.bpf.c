@@ -5,7 +5,7 @@
  * the machine's allowed ones) and TCP_NODELAY (Nagle off). Each is set only when
  * asked (a zero or empty value: left alone). Counts the connections that took
  * every option asked and those that refused one. */
-#include <linux/bpf.h>
+#include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
 #define SOL_TCP 6
