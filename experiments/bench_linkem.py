@@ -17,10 +17,12 @@ Cases, interleaved (every case once per round, rounds repeated --runs times):
              the rate; at 100 Mbit/s the emulator's CPU (its process's user +
              system time over the transfer, which includes the kernel's TCP work
              done inside its writes to the TUN devices, the receiver's and the
-             sender's; its user time alone is the emulation): target <= 30 % of a core.
+             sender's; its user time alone is the emulation): target <= 30 % of a core;
+* tcp-100M-log  the same with linkem's per-packet log (--log): what logging costs,
+             target no measurable change in throughput or CPU.
+Every other round runs the cases in the reverse order, so that no case is always first.
 
---log makes every emulator write its per-packet log (replay.linklog), to measure what
-it costs; MAGNET_LINKEM=BINARY runs another build of linkem (A/B comparisons).
+MAGNET_LINKEM=BINARY runs another build of linkem (A/B comparisons).
 Root, /dev/net/tun and iperf3 are needed.  The table gives medians over the
 rounds with [min, max]; results.csv every run; README.md the load of the
 machine before and after (it is shared: say what else ran).
@@ -54,14 +56,11 @@ PROBE = [sys.executable, "-m", "magnet.replay.linkem.probe"]
 FAMILY = "mgbl"
 
 
-LOG = {"on": False}                 # --log: every emulator writes its per-packet log
-
-
 @contextmanager
-def one_path(work: Path, rate_bps: int | None):
+def one_path(work: Path, rate_bps: int | None, log: bool = False):
     path = NetPath(rate_bps=rate_bps, delay_ns=DELAY_NS, queue=knobs.queue("1bdp") if rate_bps else knobs.queue("1000p"))
     with wan.build(f"{FAMILY}{os.getpid()}", Scenario(stacks=1, path=(path,)), work,
-                   log_dir=work / "log" if LOG["on"] else None) as net:
+                   log_dir=work / "log" if log else None) as net:
         yield net
 
 
@@ -119,8 +118,8 @@ def veth_case(work: Path, count: int) -> dict:
     return {"p50_ms": np.median(rtt), "p99_ms": np.percentile(rtt, 99), "max_ms": rtt.max(), "samples": len(rtt)}
 
 
-def tcp_case(work: Path, rate_bps: int, seconds: float) -> dict:
-    with one_path(work, rate_bps) as net:
+def tcp_case(work: Path, rate_bps: int, seconds: float, log: bool = False) -> dict:
+    with one_path(work, rate_bps, log) as net:
         s = net.stack(1)
         server = net.popen(s.right_ns, ["iperf3", "-s", "-1", "-B", s.right_addr], stdout=subprocess.DEVNULL)
         time.sleep(0.5)
@@ -189,6 +188,11 @@ def verdicts(runs: pd.DataFrame) -> list[str]:
             r = med.loc[case]
             out.append(f"{case}: {r.received_mbps:.2f} Mbit/s received, {r.of_rate_pct:.1f} % of the rate "
                        f"(target >= 90 %): {'met' if r.of_rate_pct >= 90 else 'NOT met'}")
+    if {"tcp-100M", "tcp-100M-log"} <= set(med.index):
+        a, b = med.loc["tcp-100M"], med.loc["tcp-100M-log"]
+        out.append(f"the link log at 100 Mbit/s: {b.received_mbps:.2f} Mbit/s received against "
+                   f"{a.received_mbps:.2f} without ({100 * (b.received_mbps / a.received_mbps - 1):+.2f} %), "
+                   f"emulator CPU {b.emulator_cpu_pct:.1f} % against {a.emulator_cpu_pct:.1f} %")
     if "tcp-100M" in med.index:
         cpu = med.loc["tcp-100M"].emulator_cpu_pct
         out.append(f"emulator CPU at 100 Mbit/s: {cpu:.1f} % of a core (target <= 30 %): "
@@ -200,10 +204,7 @@ def main(argv=None) -> int:
     p = common.parser("bench-linkem", __doc__)
     p.add_argument("--runs", type=int, default=3, help="rounds of every case (default 3)")
     p.add_argument("--note", default="", help="a sentence for the README: what else ran on the machine")
-    p.add_argument("--log", action="store_true", help="the emulators write their per-packet logs "
-                                                      "(what --log costs)")
     args = common.parse(p, argv)
-    LOG["on"] = args.log
     why = linkem.unavailable() or (None if shutil.which("iperf3") else "needs iperf3 (Debian: iperf3)")
     common.gate(why is None, f"bench_linkem: {why}")
     runs = 1 if args.quick else args.runs
@@ -214,10 +215,11 @@ def main(argv=None) -> int:
              ("rtt-path", lambda w: path_case(w, pings)),
              ("veth", lambda w: veth_case(w, pings)),
              ("tcp-10M", lambda w: tcp_case(w, 10_000_000, seconds)),
-             ("tcp-100M", lambda w: tcp_case(w, 100_000_000, seconds))]
+             ("tcp-100M", lambda w: tcp_case(w, 100_000_000, seconds)),
+             ("tcp-100M-log", lambda w: tcp_case(w, 100_000_000, seconds, log=True))]
     with tempfile.TemporaryDirectory(prefix="mgbl-") as tmp:
         for round_ in common.progress(range(runs), "rounds", unit="round"):
-            for name, case in cases:
+            for name, case in (cases if round_ % 2 == 0 else cases[::-1]):   # no case always first
                 work = Path(tmp) / f"{name}-{round_}"
                 work.mkdir()
                 rows.append({"case": name, "round": round_, **case(work)})
