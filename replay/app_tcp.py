@@ -29,7 +29,7 @@ from magnetlib import signals
 from magnetlib.app_demand import CLIENT, SERVER, SIDES, AppDemand
 from magnetlib.progress import timed
 
-from . import app_results, wire
+from . import app_results, wan, wire
 from .errors import ReplayError
 from .pacing import now_ns
 from .scenario import Scenario
@@ -93,7 +93,7 @@ def run(demand: AppDemand, out_dir: str | os.PathLike, scenario: Scenario, optio
             results, anchor = _replay(lab, work, demand, plans, open_loop)
             applied = describe(scenario, options, linux) + (("\n" + lab.net.describe()) if lab.net else "")
             path_stats = lab.path_stats(1)
-            notes = list(lab.notes)
+            notes = list(lab.notes) + ([wan.cross_line(lab.cross[1])] if lab.cross.get(1) else [])
             method = lab.method
     if path_stats:
         notes.append(f"path: {path_stats.line()}")
