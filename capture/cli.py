@@ -17,8 +17,7 @@ from magnetlib.errors import MagnetError
 from magnetlib.format import Event
 from magnetlib.trace import Trace
 
-from . import preload
-from . import session as capture
+from . import preload, session
 
 # Sockets still closing when the command exits (FIN, TIME_WAIT ACKs) get this long.
 LINGER_S = 0.2
@@ -51,7 +50,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("status", help="running captures, their settings, records and losses "
                                       "(the paper's /proc/net/magnet)")
-    p.add_argument("--status-dir", default=capture.STATUS_DIR)
+    p.add_argument("--status-dir", default=session.STATUS_DIR)
     p.add_argument("--json", action="store_true", help="the status files as JSON")
     p.set_defaults(func=cmd_status)
 
@@ -63,7 +62,7 @@ def register(sub) -> None:
     p.add_argument("--ssh", default="ssh", help="ssh command for HOST:DIR (default ssh)")
     p.add_argument("--scp", default="scp", help="scp command for HOST:DIR (default scp)")
     p.add_argument("--pattern", default="*.magnet", help="files to ship (default *.magnet)")
-    p.add_argument("--status-dir", default=capture.STATUS_DIR,
+    p.add_argument("--status-dir", default=session.STATUS_DIR,
                    help="files that running captures still write are left alone")
     p.set_defaults(func=cmd_ship)
 
@@ -79,11 +78,11 @@ def add_capture_options(p) -> None:
     p.add_argument("--rotate-size", help="new file at this size")
     p.add_argument("--rotate-time", help="new file every TIME")
     p.add_argument("--stats", help="write BPF run-time statistics as JSON to this file")
-    p.add_argument("--status-dir", help=f"status directory (default {capture.STATUS_DIR})")
+    p.add_argument("--status-dir", help=f"status directory (default {session.STATUS_DIR})")
 
 
-def settings_from(args) -> capture.Settings:
-    return capture.Settings(events=args.events, ext=args.ext, buffer=args.buffer,
+def settings_from(args) -> session.Settings:
+    return session.Settings(events=args.events, ext=args.ext, buffer=args.buffer,
                             drain_delay=args.drain_delay, ports=args.ports,
                             rotate_size=args.rotate_size, rotate_time=args.rotate_time,
                             stats=args.stats, status_dir=args.status_dir,
@@ -142,21 +141,21 @@ def cmd_capture(args) -> int:
 
 def capture_command(command: list[str], args, signals: Signals) -> int:
     try:
-        binary = capture.find_magnet_read()
-        cgroup = capture.make_cgroup(args.cgroup_name or f"magnet-{os.getpid()}")
+        binary = session.find_magnet_read()
+        cgroup = session.make_cgroup(args.cgroup_name or f"magnet-{os.getpid()}")
     except MagnetError as e:                # the capture's, or magnet-read's build
 
         warn(f"capture: {e}")
         return 2
     try:
         status, elapsed, failure = run_captured(command, cgroup, args, binary, signals)
-    except capture.CaptureError as e:
+    except session.CaptureError as e:
         warn(f"capture: {e}")
         return 2
     finally:
         try:
-            capture.remove_cgroup(cgroup)
-        except capture.CaptureError as e:
+            session.remove_cgroup(cgroup)
+        except session.CaptureError as e:
             warn(f"capture: {e}")
     if status is None:
         return 128 + signals.got if signals.got else 127
@@ -190,7 +189,7 @@ def capture_preloaded(command: list[str], args) -> int:
         preload.check_command(command)
         spool = preload.Spool(args.output, all_sockets=args.all_sockets, ext=args.ext,
                               ports=args.ports, command=command)
-    except capture.CaptureError as e:
+    except session.CaptureError as e:
         warn(f"capture: {e}")
         return 2
     try:
@@ -217,7 +216,7 @@ def run_preloaded(command: list[str], spool, signals: Signals) -> tuple[int, flo
     try:
         proc = subprocess.Popen(command, env=env)
     except OSError as e:
-        raise capture.CaptureError(f"{command[0]}: {e.strerror}") from None
+        raise session.CaptureError(f"{command[0]}: {e.strerror}") from None
     status, _ = wait_for_command(proc, None, signals)
     elapsed = time.monotonic() - start
     spool.merge()
@@ -228,17 +227,17 @@ def run_captured(command: list[str], cgroup, args, binary,
                  signals: Signals) -> tuple[int | None, float, str | None]:
     """Run `command` in `cgroup` under a capture: (its exit status or None, seconds,
     why the capture ended before the command did or None)."""
-    cap = capture.Capture(args.output, cgroup=cgroup, settings=settings_from(args), binary=binary)
+    cap = session.Capture(args.output, cgroup=cgroup, settings=settings_from(args), binary=binary)
     try:
         cap.start()
-    except capture.CaptureError as e:
-        raise capture.CaptureError(str(e).removeprefix("magnet-read: ")) from None
+    except session.CaptureError as e:
+        raise session.CaptureError(str(e).removeprefix("magnet-read: ")) from None
     if signals.got:                         # told to stop while it started: run nothing
         cap.stop()
         return None, 0.0, None
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(command, preexec_fn=lambda: capture.join_cgroup(cgroup))
+        proc = subprocess.Popen(command, preexec_fn=lambda: session.join_cgroup(cgroup))
     except OSError as e:
         cap.stop()
         warn(f"capture: {command[0]}: {e.strerror}")
@@ -252,7 +251,7 @@ def run_captured(command: list[str], cgroup, args, binary,
     return (status if status >= 0 else 128 - status), elapsed, failure
 
 
-def wait_for_command(proc: subprocess.Popen, cap: capture.Capture | None,
+def wait_for_command(proc: subprocess.Popen, cap: session.Capture | None,
                      signals: Signals) -> tuple[int, str | None]:
     """Wait for the command: (its status, why the capture stopped early or None).
 
@@ -278,7 +277,7 @@ def wait_for_command(proc: subprocess.Popen, cap: capture.Capture | None,
             warn(f"capture: {failure}; {os.path.basename(proc.args[0])} runs on, unrecorded")
 
 
-def reader_failure(cap: capture.Capture) -> str:
+def reader_failure(cap: session.Capture) -> str:
     """What stopped magnet-read early (its message says the trace ends early); a
     killed one's trace is ended here as it would have ended it."""
     if cap.returncode < 0:
@@ -350,7 +349,7 @@ def print_streams(streams, path: str) -> None:
 
 # ----------------------------------------------------------------- status ---
 def cmd_status(args) -> int:
-    found = capture.running_captures(args.status_dir)
+    found = session.running_captures(args.status_dir)
     if args.json:
         print(json.dumps(found, indent=2))
         return 0
@@ -382,7 +381,7 @@ def print_status(s: dict) -> None:
 # ------------------------------------------------------------------- ship ---
 def cmd_ship(args) -> int:
     shipper = ship.Shipper(args.dest, ssh=args.ssh, scp=args.scp)
-    busy = {os.path.realpath(s["output"]) for s in capture.running_captures(args.status_dir)
+    busy = {os.path.realpath(s["output"]) for s in session.running_captures(args.status_dir)
             if s["alive"]}
     failures = 0
     for path in ship.finished(args.spool, args.pattern, busy):

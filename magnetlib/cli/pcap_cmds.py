@@ -56,7 +56,7 @@ def _reader_args(p) -> None:
     p.add_argument("--mtu", type=int, help="link MTU for offload detection (default 1500, loopback 65536)")
 
 
-def stream_capture(args, take) -> tuple[pcap.Capture, pcap.Summary]:
+def stream_pcap(args, take) -> tuple[pcap.PcapFile, pcap.Summary]:
     """Read a capture a chunk at a time, handing each chunk to `take`; report what could not
     be read (status 2), malformed packets and offload artefacts.  Returns the capture's
     file-level facts (no packets) and its summary."""
@@ -66,11 +66,11 @@ def stream_capture(args, take) -> tuple[pcap.Capture, pcap.Summary]:
     for chunk in packets:
         summary.add(chunk)
         take(chunk)
-    report_capture(packets.capture, summary)
-    return packets.capture, summary
+    report_pcap(packets.file, summary)
+    return packets.file, summary
 
 
-def report_capture(cap: pcap.Capture, summary: pcap.Summary) -> None:
+def report_pcap(cap: pcap.PcapFile, summary: pcap.Summary) -> None:
     for problem in cap.problems:
         warn(f"{cap.path}: {problem}")
         Status.code = 2
@@ -87,7 +87,7 @@ def report_capture(cap: pcap.Capture, summary: pcap.Summary) -> None:
 def cmd_pcap_info(args) -> int:
     from .. import pcap
     flows = pcap.flows.FlowTable()
-    cap, s = stream_capture(args, flows.add)
+    cap, s = stream_pcap(args, flows.add)
     fmt_name = cap.format + (f", {'nanosecond' if cap.nanosecond else 'microsecond'} timestamps"
                              if cap.format == "pcap" else "")
     rows = [("file", cap.path), ("format", f"{fmt_name}, {'little' if cap.byteorder == '<' else 'big'}-endian"),
@@ -126,7 +126,7 @@ def cmd_from_pcap(args) -> int:
         except ValueError as e:
             raise SystemExit(f"magnet: --local: {e}") from None
     first = pcap.convert.PcapFlows()
-    cap, _ = stream_capture(args, first.add)
+    cap, _ = stream_pcap(args, first.add)
     out = pcap.convert.write_from_pcap(cap, first, pcap.stream(args.pcap, engine=args.engine), args.output,
                                        local=local, ext=not args.no_ext)
     print(f"{args.output}: {out.count} DEV_SEND/DEV_RECV records from {out.flows} flows; local host "
@@ -153,7 +153,7 @@ def cmd_compare(args) -> int:
     from .. import pcap
     trace = open_checked(args.trace)
     first = pcap.compare.WireFlows()
-    stream_capture(args, first.add)
+    stream_pcap(args, first.add)
     result = pcap.compare.compare(trace, lambda: pcap.stream(args.pcap, engine=args.engine), first)
     print(f"clock: {result.clock_note}")
     shown = [s for s in result.streams if args.stream is None or s.sockid == args.stream]

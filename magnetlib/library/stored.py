@@ -78,7 +78,7 @@ class StoredTrace:
 
 
 @dataclass
-class Capture:
+class StoredCapture:
     """The traces of one capture: a client's and a server's (magnet path), or one trace."""
     name: str
     rows: list[dict]            # traces catalogue rows, client first
@@ -87,7 +87,7 @@ class Capture:
         return [StoredTrace(layout, row) for row in self.rows]
 
 
-def captures(rows: list[dict]) -> list[Capture]:
+def captures(rows: list[dict]) -> list[StoredCapture]:
     """Group trace rows into captures: T.client.magnet with T.server.magnet (by the file each
     was imported from), every other trace alone."""
     pairs: dict[str, dict[str, dict]] = {}
@@ -97,10 +97,10 @@ def captures(rows: list[dict]) -> list[Capture]:
         if m:
             pairs.setdefault(m.group("prefix"), {})[m.group("side")] = row
         else:
-            alone.append(Capture(row["trace"], [row]))
+            alone.append(StoredCapture(row["trace"], [row]))
     for prefix, sides in pairs.items():
         if len(sides) == 2:
-            alone.append(Capture(prefix, [sides["client"], sides["server"]]))
+            alone.append(StoredCapture(prefix, [sides["client"], sides["server"]]))
         else:
-            alone += [Capture(row["trace"], [row]) for row in sides.values()]
+            alone += [StoredCapture(row["trace"], [row]) for row in sides.values()]
     return sorted(alone, key=lambda c: (c.rows[0].get("first_ns") or 0, c.name))

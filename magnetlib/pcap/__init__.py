@@ -5,14 +5,14 @@
     cap.packets["payload"]                    # numpy columns (columns.PACKET_DTYPE)
     flows = pcap.flows.group(cap)             # 5-tuple flows, both directions
 """
-from .capture import Capture, PacketStream
 from .columns import MALFORMED, PACKET_DTYPE, Flag
+from .pcapfile import PacketStream, PcapFile
 from .reader import read_dpkt, stream_dpkt
 from .summary import Summary
 from . import columns, compare, convert, flows, offload, plot, writer
 
 
-def read(path, engine: str = "auto") -> Capture:
+def read(path, engine: str = "auto") -> PcapFile:
     """Read a capture: engine "fast" (vectorised, classic pcap), "dpkt", or "auto"."""
     return stream(path, engine).read()
 
@@ -34,5 +34,5 @@ def stream(path, engine: str = "auto") -> PacketStream:
     return packets
 
 
-__all__ = ["Capture", "Flag", "MALFORMED", "PACKET_DTYPE", "PacketStream", "Summary", "read", "read_dpkt", "stream",
+__all__ = ["Flag", "MALFORMED", "PACKET_DTYPE", "PacketStream", "PcapFile", "Summary", "read", "read_dpkt", "stream",
            "columns", "compare", "convert", "flows", "offload", "plot", "writer"]

@@ -28,9 +28,9 @@ from ..accumulate import Growing
 from ..format import Event, ExtValid
 from ..metrics import stack_table
 from ..trace import Trace
-from .capture import Capture
 from .columns import TCP_SYN
 from .flows import FlowTable, _endpoint_keys, first_of
+from .pcapfile import PcapFile
 
 MAX_SIZE_MISMATCH = 0.05
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
@@ -199,7 +199,7 @@ class WireFlows:
 
 def _chunks(packets):
     """A function giving the capture's packets a chunk at a time, afresh each call."""
-    if isinstance(packets, Capture):
+    if isinstance(packets, PcapFile):
         return lambda: [packets.packets]
     return packets
 
@@ -207,7 +207,7 @@ def _chunks(packets):
 def compare(trace: Trace, packets, first: WireFlows | None = None) -> Comparison:
     """Match streams to flows and line up each matched pair (see the module doc).
 
-    `packets` is a Capture, or a function giving a fresh PacketStream of it each call
+    `packets` is a PcapFile, or a function giving a fresh PacketStream of it each call
     (read up to three times, a chunk at a time: memory holds the flows and the matched
     flows' data packets, not the capture); `first`, the first pass, if already read."""
     chunks = _chunks(packets)

@@ -24,9 +24,9 @@ from ..format import Clock, Event, ExtValid
 from ..meta import TraceMeta
 from ..trace import Trace, format_addresses
 from ..writer import TraceWriter, empty_records
-from .capture import Capture
 from .columns import IPPROTO_TCP, IPPROTO_UDP, PACKET_DTYPE, TCP_ACK, TCP_PSH, V4_MAPPED
 from .flows import FlowTable
+from .pcapfile import PcapFile
 
 EXT_GROUPS = ExtValid.ADDR | ExtValid.SEGMENT | ExtValid.IP
 NEVER = np.iinfo(np.int64).max
@@ -96,7 +96,7 @@ class PcapFlows:
                                                                f"address is in {counts.max()} of {n} flows)")
 
 
-def from_pcap(cap: Capture, local: bytes | None = None, ext: bool = True) -> FromPcap:
+def from_pcap(cap: PcapFile, local: bytes | None = None, ext: bool = True) -> FromPcap:
     """DEV_SEND/DEV_RECV records of a capture's TCP and UDP packets (see the module doc)."""
     first = PcapFlows()
     first.add(cap.packets)
@@ -106,7 +106,7 @@ def from_pcap(cap: Capture, local: bytes | None = None, ext: bool = True) -> Fro
     return conversion.result(len(records), records)
 
 
-def write_from_pcap(cap: Capture, first: PcapFlows, packets, path: str, local: bytes | None = None,
+def write_from_pcap(cap: PcapFile, first: PcapFlows, packets, path: str, local: bytes | None = None,
                     ext: bool = True) -> FromPcap:
     """from_pcap's records written as a trace at `path`, a chunk at a time: `first` is the
     first pass over the capture, `packets` a second stream of the same packets."""
@@ -122,7 +122,7 @@ def write_from_pcap(cap: Capture, first: PcapFlows, packets, path: str, local: b
 class _Conversion:
     """Packets to records, given the first pass: the local host, each flow's id and sides."""
 
-    def __init__(self, cap: Capture, first: PcapFlows, local: bytes | None, ext: bool):
+    def __init__(self, cap: PcapFile, first: PcapFlows, local: bytes | None, ext: bool):
         if not first.flow_packets:
             raise TraceError(cap.path, "no whole TCP or UDP packets to convert")
         if first.bad_time is not None:

@@ -35,13 +35,13 @@ from numpy.lib.stride_tricks import as_strided
 from .. import native
 from ..native import I32, I64, PTR
 from . import files
-from .capture import Capture, PacketStream
 from .columns import (AF_INET, AF_INET6, ETH_8021Q, ETH_IP, ETH_IP6, ETH_VLAN, IPPROTO_TCP,
                       IPPROTO_UDP, LINK_ETHERNET, LINK_IPV4, LINK_IPV6, LINK_LOOP, LINK_NULL,
                       LINK_SLL, LINK_SLL2, PACKET_DTYPE, SUPPORTED_LINKS, Flag)
 from .decode import decode
 from .files import RECORD_HEADER_LEN as RH
 from ..scan import in_parallel, release_pages as release, split
+from .pcapfile import PacketStream, PcapFile
 from .reader import row, rows_to_packets
 
 MAX_LANES = 4096
@@ -430,18 +430,18 @@ def stream_fast(path: str) -> PacketStream | None:
     if files.container(path, data, size) != "pcap":
         return None
     header = files.pcap_header(path, data, size)
-    cap = Capture(path, np.zeros(0, PACKET_DTYPE), "pcap", [header.linktype], header.snaplen,
+    cap = PcapFile(path, np.zeros(0, PACKET_DTYPE), "pcap", [header.linktype], header.snaplen,
                   header.byteorder, header.nanosecond, engine="fast")
     return PacketStream(cap, _segments(cap, data, size, header))
 
 
-def read_fast(path: str) -> Capture | None:
+def read_fast(path: str) -> PcapFile | None:
     """stream_fast, every packet at once."""
     packets = stream_fast(path)
     return None if packets is None else packets.read()
 
 
-def _segments(cap: Capture, data, size: int, header: files.PcapHeader):
+def _segments(cap: PcapFile, data, size: int, header: files.PcapHeader):
     lib = c_loops()
     cols = _Columns(data, size, header) if lib is None else _CDecoder(lib, data, size, header)
     pos = files.PCAP_HEADER_LEN
@@ -456,7 +456,7 @@ def _segments(cap: Capture, data, size: int, header: files.PcapHeader):
             return
 
 
-def _decode(cols: "_Columns | _CDecoder", data, header: files.PcapHeader, offsets: np.ndarray, cap: Capture) -> np.ndarray:
+def _decode(cols: "_Columns | _CDecoder", data, header: files.PcapHeader, offsets: np.ndarray, cap: PcapFile) -> np.ndarray:
     """The packets at these record offsets; counts those handed to dpkt in cap.fallback."""
     packets = np.zeros(len(offsets), PACKET_DTYPE)
 

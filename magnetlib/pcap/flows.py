@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..accumulate import Growing, Index
-from .capture import Capture
 from .columns import IPPROTO_TCP, IPPROTO_UDP, MALFORMED, PACKET_DTYPE, TCP_ACK, TCP_SYN, Flag
 from .fast import c_loops
+from .pcapfile import PcapFile
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Flows:
         return len(self.table)
 
     def packets(self, flow: int, direction: int | None = None) -> np.ndarray:
-        """Capture positions of one flow's packets (one direction, or both)."""
+        """Positions in the file of one flow's packets (one direction, or both)."""
         keep = self.flow == flow
         if direction is not None:
             keep &= self.direction == direction
@@ -52,7 +52,7 @@ def _less_equal(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
     return lt | eq
 
 
-def group(cap: Capture) -> Flows:
+def group(cap: PcapFile) -> Flows:
     """TCP and UDP flows of a capture."""
     table = FlowTable()
     index, provisional, src_low = table.add(cap.packets)
@@ -263,7 +263,7 @@ def _first_rows(at: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 
 
 def _transport(p: np.ndarray) -> np.ndarray:
-    """Packets of TCP or UDP with their header decoded (Capture.transport of both)."""
+    """Packets of TCP or UDP with their header decoded (PcapFile.transport of both)."""
     usable = ((p["flags"] & MALFORMED) == 0) & (p["ip_version"] != 0) & ((p["flags"] & Flag.FRAGMENT) == 0)
     return usable & ((p["proto"] == IPPROTO_TCP) | (p["proto"] == IPPROTO_UDP))
 

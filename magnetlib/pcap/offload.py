@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .capture import Capture
 from .columns import LINK_LOOP, LINK_NULL
+from .pcapfile import PcapFile
 
 LOOPBACK_MTU, ETHERNET_MTU = 65536, 1500
 
 
-def default_mtu(cap: Capture) -> int:
+def default_mtu(cap: PcapFile) -> int:
     return LOOPBACK_MTU if set(cap.linktypes) <= {LINK_NULL, LINK_LOOP} else ETHERNET_MTU
 
 
@@ -39,7 +39,7 @@ class Oversize:
                 f"buffers, not frames on the wire (use --mtu if the link's MTU is larger)")
 
 
-def oversize(cap: Capture, mtu: int | None = None) -> Oversize:
+def oversize(cap: PcapFile, mtu: int | None = None) -> Oversize:
     """IP packets whose length exceeds `mtu` (default: 1500, or 65536 on loopback links)."""
     from ..trace import format_addresses
     mtu = mtu or default_mtu(cap)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import files, pcapng
-from .capture import Capture, PacketStream
 from .columns import PACKET_DTYPE
 from .decode import decode
+from .pcapfile import PacketStream, PcapFile
 
 # PACKET_DTYPE with the addresses as 16-byte strings: rows built from Python
 # tuples (bytes for addresses) convert in one call, then view as PACKET_DTYPE.
@@ -45,7 +45,7 @@ def row(time_ns, caplen, origlen, rflags, decoded: tuple) -> tuple:
 BLOCK = 1 << 16          # packets decoded one by one, then converted to columns together
 
 
-def read_dpkt(path: str) -> Capture:
+def read_dpkt(path: str) -> PcapFile:
     """Read a pcap or pcapng file packet by packet with dpkt."""
     return stream_dpkt(path).read()
 
@@ -55,10 +55,10 @@ def stream_dpkt(path: str) -> PacketStream:
     data, size = files.map_file(path)
     empty = np.zeros(0, PACKET_DTYPE)
     if files.container(path, data, size) == "pcapng":
-        cap = Capture(path, empty, "pcapng", [], 0, "<", False)
+        cap = PcapFile(path, empty, "pcapng", [], 0, "<", False)
         return PacketStream(cap, _blocks(_pcapng_rows(cap, data, size)))
     header = files.pcap_header(path, data, size)
-    cap = Capture(path, empty, "pcap", [header.linktype], header.snaplen, header.byteorder, header.nanosecond)
+    cap = PcapFile(path, empty, "pcap", [header.linktype], header.snaplen, header.byteorder, header.nanosecond)
     return PacketStream(cap, _blocks(_pcap_rows(cap, header, data, size)))
 
 
@@ -75,7 +75,7 @@ def _blocks(rows):
         yield rows_to_packets(block)
 
 
-def _pcap_rows(cap: Capture, header: files.PcapHeader, data, size: int):
+def _pcap_rows(cap: PcapFile, header: files.PcapHeader, data, size: int):
     walker = files.walk_pcap(header, data, size)
     link = header.linktype
     while True:
@@ -87,7 +87,7 @@ def _pcap_rows(cap: Capture, header: files.PcapHeader, data, size: int):
         yield row(time_ns, caplen, origlen, rflags, decode(link, data[start:start + caplen], origlen))
 
 
-def _pcapng_rows(cap: Capture, data, size: int):
+def _pcapng_rows(cap: PcapFile, data, size: int):
     info = pcapng.Walk()
     for time_ns, caplen, origlen, rflags, link, start in pcapng.walk(cap.path, data, size, info):
         yield row(time_ns, caplen, origlen, rflags, decode(link, data[start:start + caplen], origlen))
@@ -96,5 +96,5 @@ def _pcapng_rows(cap: Capture, data, size: int):
     _ended(cap, info.end)
 
 
-def _ended(cap: Capture, end: files.End) -> None:
+def _ended(cap: PcapFile, end: files.End) -> None:
     cap.problems, cap.trailing_bytes = ([end.problem] if end.problem else []), end.trailing_bytes

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .capture import Capture
 from .columns import MALFORMED, Flag
 from .offload import ETHERNET_MTU, LOOPBACK_MTU, Oversize, default_mtu
+from .pcapfile import PcapFile
 
 # The MTU a capture is judged by is --mtu, or the default of its links (known for pcapng
 # only at its end): oversize packets are tallied per source against each candidate.
@@ -64,7 +64,7 @@ class Summary:
     def malformed_counts(self) -> dict[str, int]:
         return {f.name: n for f, n in self.malformed_flags.items() if n}
 
-    def oversize(self, cap: Capture) -> Oversize:
+    def oversize(self, cap: PcapFile) -> Oversize:
         """IP packets longer than the MTU (given, or the capture's links' default)."""
         from ..trace import format_addresses
         report = Oversize(self.mtu or default_mtu(cap))

@@ -1,4 +1,4 @@
-"""A capture file read into per-packet columns, with what could not be read."""
+"""A capture file (pcap, pcapng) read into per-packet columns, with what could not be read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -9,7 +9,7 @@ from .columns import LINK_NAMES, MALFORMED, Flag, flag_counts
 
 
 @dataclass
-class Capture:
+class PcapFile:
     """Packets of a pcap/pcapng file (PACKET_DTYPE) and the file-level facts.
 
     problems: what was not read as packets and where (trailing garbage, a
@@ -62,20 +62,20 @@ class Capture:
 
 
 class PacketStream:
-    """A capture read a chunk of packets at a time: iterate for PACKET_DTYPE arrays in file
-    order; `capture` holds the file-level facts (its packets empty), complete once the
+    """A capture file read a chunk of packets at a time: iterate for PACKET_DTYPE arrays in
+    file order; `file` holds the file-level facts (its packets empty), complete once the
     iteration has ended (problems, trailing bytes, fallback, link types, drops)."""
 
-    def __init__(self, capture: Capture, chunks):
-        self.capture = capture
+    def __init__(self, file: PcapFile, chunks):
+        self.file = file
         self._chunks = chunks
 
     def __iter__(self):
         from ..scan import ahead
         yield from ahead(self._chunks)             # the next chunk is read while this one is used
 
-    def read(self) -> Capture:
-        """Every packet at once (as Capture.packets)."""
+    def read(self) -> PcapFile:
+        """Every packet at once (as PcapFile.packets)."""
         parts = list(self)
-        packets = np.concatenate(parts) if parts else self.capture.packets
-        return replace(self.capture, packets=packets)
+        packets = np.concatenate(parts) if parts else self.file.packets
+        return replace(self.file, packets=packets)
