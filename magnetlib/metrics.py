@@ -6,6 +6,8 @@ arithmetic, never from a Python loop per record.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from . import format as fmt
@@ -17,6 +19,31 @@ from .trace import Batch, Trace
 QUANTILES = (0.05, 0.5, 0.95, 0.99)
 # Layer rows in stack order, send path first.
 LAYER_ROWS = [(layer, d) for d in ("send", "recv") for layer in fmt.LAYERS]
+
+
+@dataclass
+class Series:
+    """One direction's data events (an application's writes, a wire's segments): their
+    times in ns and sizes in bytes; `seq`, where known, each one's relative TCP
+    sequence number (a wire's first byte)."""
+    ns: np.ndarray
+    size: np.ndarray
+    seq: np.ndarray | None = None
+
+    @classmethod
+    def empty(cls) -> "Series":
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    @property
+    def bytes(self) -> int:
+        return int(self.size.sum())
+
+    def __len__(self) -> int:
+        return len(self.ns)
+
+
+# A series with its label, one row of Table II (stack_table): (label, ns, size).
+LabelledSeries = tuple[str, np.ndarray, np.ndarray]
 
 
 def group_stats(group: np.ndarray, values: np.ndarray, ngroups: int,
@@ -372,7 +399,7 @@ def _summary(moments: Moments, ranks: OrderStats, at: dict, order: np.ndarray, u
     return out
 
 
-def stack_table(series: list[tuple[str, np.ndarray, np.ndarray]]):
+def stack_table(series: list[LabelledSeries]):
     """Table II for a sequence of stacks: one row per (label, ns, size) series.
 
     Adds the paper's comparison: bandwidth of each row relative to the first (the

@@ -319,6 +319,8 @@ def _replay_app(args, scenario, options) -> int:
 def report_app_tables(run, plots: bool) -> list:
     """Table II per direction, completions and response times of a whole-application
     replay (either engine's run: out_dir, series, connections, adus); the files written."""
+    from magnetlib import metrics
+
     from . import report
     out = run.out_dir
     files = [out / "connections.csv", out / "adus.csv"]
@@ -331,7 +333,7 @@ def report_app_tables(run, plots: bool) -> list:
             table, written = report.write_report(series, out, plots=plots)
             files += written
         else:
-            table = report.stack_table(series)
+            table = metrics.stack_table(series)
             files.append(report.write_csv(table, out / "table-response.csv"))
         print(report.format_table(table))
     conns = run.connections
@@ -385,6 +387,8 @@ def _pinning(options) -> str:
 
 
 def _report_tcp(run, plots: bool) -> None:
+    from magnetlib import metrics
+
     from . import fidelity, report
     out = run.out_dir
     tables = [("send", "table.csv")] + ([("recv", "table-response.csv")] if len(run.app["recv"]) else [])
@@ -395,7 +399,7 @@ def _report_tcp(run, plots: bool) -> None:
             table, written = report.write_report(series, out, plots=plots)
             files += written
         else:
-            table = report.stack_table(series)
+            table = metrics.stack_table(series)
             files.append(report.write_csv(table, out / name))
             print("\nresponse direction (acceptor -> initiator):")
         print()

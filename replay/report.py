@@ -17,8 +17,7 @@ import magnetlib
 from magnetlib import demand as demand_mod
 from magnetlib import private
 from magnetlib import metrics
-
-Series = tuple[str, np.ndarray, np.ndarray]      # (label, absolute ns, bytes)
+from magnetlib.metrics import LabelledSeries
 
 # Table II columns as printed: metric name -> heading.
 TABLE_COLUMNS = {
@@ -38,14 +37,14 @@ TABLE_COLUMNS = {
 }
 
 
-def trace_series(path: str | os.PathLike, label: str, layer: str, direction: str = "send") -> Series:
+def trace_series(path: str | os.PathLike, label: str, layer: str, direction: str = "send") -> LabelledSeries:
     """One layer's data events of a trace (every stream) as a series."""
     with magnetlib.open(path) as trace:
         d = demand_mod.extract(trace.check(), None, direction, layer)
     return label, d.time_ns + d.start_ns, d.size
 
 
-def chain_series(demand: str | os.PathLike, traces: list[str | os.PathLike]) -> list[Series]:
+def chain_series(demand: str | os.PathLike, traces: list[str | os.PathLike]) -> list[LabelledSeries]:
     """The application's writes (the demand file), then each stack's DEV_SEND.
 
     The demand, not the first stack's SOCK_SEND records: a write the send buffer
@@ -58,11 +57,6 @@ def chain_series(demand: str | os.PathLike, traces: list[str | os.PathLike]) -> 
     rows = [(label, ns - ns[0] + first_write, size)]
     rows += [trace_series(path, metrics.ordinal_label(k), "dev") for k, path in enumerate(traces, 1)]
     return rows
-
-
-def stack_table(series: list[Series]):
-    """Table II: one row per series (metrics.stack_table)."""
-    return metrics.stack_table(series)
 
 
 def format_table(table) -> str:
@@ -129,7 +123,7 @@ def bandwidth_panel(ax, label: str, ns: np.ndarray, size: np.ndarray, start: int
     ax.set_ylim(bottom=0)
 
 
-def time_bins(series: list[Series], bin_s: float | None = None) -> tuple[int, np.ndarray]:
+def time_bins(series: list[LabelledSeries], bin_s: float | None = None) -> tuple[int, np.ndarray]:
     """The common start (ns) and round bin edges (s) of a set of series."""
     start = min(int(ns[0]) for _, ns, _ in series if len(ns))
     end = max(int(ns[-1]) for _, ns, _ in series if len(ns))
@@ -138,7 +132,7 @@ def time_bins(series: list[Series], bin_s: float | None = None) -> tuple[int, np
     return start, np.arange(0, span_s + bin_s, bin_s)
 
 
-def plot_bandwidth(series: list[Series], path: str | os.PathLike, bin_s: float | None = None) -> Path:
+def plot_bandwidth(series: list[LabelledSeries], path: str | os.PathLike, bin_s: float | None = None) -> Path:
     """Fig. 9 style: bandwidth of each series over time, one panel per series on a
     shared scale (identical stacks would hide each other on one axes), in round bins."""
     plt = _pyplot()
@@ -171,7 +165,7 @@ def stacked(ns: np.ndarray, size: np.ndarray, width_ns: float):
     return x[inverse], base[inverse], rank[inverse]
 
 
-def plot_modulation(series: list[Series], path: str | os.PathLike, at_s: float | None = None,
+def plot_modulation(series: list[LabelledSeries], path: str | os.PathLike, at_s: float | None = None,
                     window_s: float = 1.0) -> Path:
     """Fig. 8 style: one second of application writes and of each stack's wire segments.
 
@@ -216,10 +210,10 @@ def _save(fig, plt, path) -> Path:
     return path
 
 
-def write_report(series: list[Series], out_dir: str | os.PathLike, plots: bool = True):
+def write_report(series: list[LabelledSeries], out_dir: str | os.PathLike, plots: bool = True):
     """Table II as CSV (table.csv) and the two plots; returns (table, [files written])."""
     out = Path(out_dir)
-    table = stack_table(series)
+    table = metrics.stack_table(series)
     files = [write_csv(csv_frame(table), out / "table.csv")]
     if plots:
         files.append(plot_bandwidth(series, out / "bandwidth.png"))

@@ -46,11 +46,11 @@ from magnetlib import metrics, signals
 from magnetlib.progress import timed
 from magnetlib.demand import RECV, SEND, Demand
 from magnetlib.errors import MagnetError
+from magnetlib.metrics import Series
 
 from . import cross, endpoint, fidelity, linkem, linuxtcp, netns, schedule, wan, wire, workers
 from .errors import ReplayError
 from .scenario import CAPTURES, Scenario
-from .wire import Series
 
 LOOPBACK = "127.0.0.1"
 LOOPBACK_MSS = 1448               # what a 1500-byte MTU gives, so loopback segments look alike

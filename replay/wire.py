@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,30 +26,13 @@ from magnetlib import pcap, segmentation
 from magnetlib import demand as demand_mod
 from magnetlib.errors import MagnetError
 from magnetlib.format import Clock, Event
+from magnetlib.metrics import Series
 
 from . import netns, workers
 
 # Sockets still closing when the replay ends (FIN, last ACKs) get this long.
 LINGER_S = 0.2
 PCAP_SNAPLEN = 128
-
-
-@dataclass
-class Series:
-    """One direction of a stack's wire (or reads): absolute CLOCK_MONOTONIC ns and bytes."""
-    ns: np.ndarray
-    size: np.ndarray
-
-    @classmethod
-    def empty(cls) -> "Series":
-        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64))
-
-    @property
-    def bytes(self) -> int:
-        return int(self.size.sum())
-
-    def __len__(self) -> int:
-        return len(self.ns)
 
 
 def clock_offset_ns(samples: int = 20) -> int:

@@ -26,7 +26,7 @@ import numpy as np
 from .. import format as fmt
 from ..accumulate import Growing
 from ..format import Event, ExtValid
-from ..metrics import stack_table
+from ..metrics import Series, stack_table
 from ..trace import Trace
 from .columns import TCP_SYN
 from .flows import FlowTable, _endpoint_keys, first_of
@@ -37,19 +37,12 @@ QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 
 
 @dataclass
-class Series:
-    ns: np.ndarray          # wall-clock ns (trace times converted with the clock offset)
-    size: np.ndarray
-    seq: np.ndarray | None = None       # wire only: relative sequence number of the first byte
-
-
-@dataclass
 class StreamComparison:
     sockid: int
     flow: int
     how: str                              # "addresses" or "time and size"
     local_side: int                       # flow direction the stream's sends travel (0 or 1)
-    app: dict[str, Series] = field(default_factory=dict)    # "send"/"recv"
+    app: dict[str, Series] = field(default_factory=dict)    # "send"/"recv", wall-clock ns
     wire: dict[str, Series] = field(default_factory=dict)
     retransmissions: dict[str, int] = field(default_factory=dict)
     device: dict[str, dict[str, int]] = field(default_factory=dict)  # the trace's DEV events vs pcap
