@@ -59,7 +59,7 @@ FAMILY = "mgbl"
 @contextmanager
 def one_path(work: Path, rate_bps: int | None, log: bool = False):
     path = NetPath(rate_bps=rate_bps, delay_ns=DELAY_NS, queue=knobs.queue("1bdp") if rate_bps else knobs.queue("1000p"))
-    with wan.build(f"{FAMILY}{os.getpid()}", Scenario(stacks=1, path=(path,)), work,
+    with wan.chain(f"{FAMILY}{os.getpid()}", Scenario(stacks=1, path=(path,)), work,
                    log_dir=work / "log" if log else None) as net:
         yield net
 

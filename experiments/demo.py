@@ -71,7 +71,7 @@ def capture_transfer(out: Path, seconds: float) -> Path:
     trace = out / "capture.magnet"
     app = [sys.executable, "-m", "magnet.experiments.ftp_app"]
     one = CHAIN.replace(stacks=1)
-    with wan.build(prefix, one, out, subnet="10.204") as net:
+    with wan.chain(prefix, one, out, subnet="10.204") as net:
         hop = net.stack(1)
         say(f"  path: {one.path_of(1).describe()} (linkem)")
         sink = net.popen(hop.right_ns, [*app, "sink", "--listen", f"{hop.right_addr}:0"],

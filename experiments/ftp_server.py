@@ -72,7 +72,7 @@ def capture(trace: Path, size: int, path=None, timeout: float = 600) -> dict:
     prefix = f"mgft{os.getpid()}"
     one = Scenario(stacks=1, path=(path or NetPath(),))
     with tempfile.TemporaryDirectory(prefix="magnet-ftp-") as scratch, \
-            wan.build(prefix, one, Path(scratch), subnet="10.205") as net:
+            wan.chain(prefix, one, Path(scratch), subnet="10.205") as net:
         hop = net.stack(1)                      # the server on the left: the path's data direction
         root, empty = Path(scratch) / "root", Path(scratch) / "empty"
         root.mkdir(mode=0o755)

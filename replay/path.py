@@ -384,7 +384,7 @@ def _run(stack: ExitStack, scenario: Scenario, tcp: Applied, client_cmd, server_
          realtime, say) -> PathRun:
     work = Path(tempfile.mkdtemp(prefix="magnet-path-"))
     stack.callback(shutil.rmtree, work, True)
-    net, sides = build(stack, scenario, tcp, users, work, log, realtime)
+    net, sides = set_up(stack, scenario, tcp, users, work, log, realtime)
     applied = describe(net, scenario, tcp)
     say(applied)
     captures = Captures(capture_to, sides, preload_shim, users["client"]) if capture_to else None
@@ -418,15 +418,15 @@ def _run(stack: ExitStack, scenario: Scenario, tcp: Applied, client_cmd, server_
     return run
 
 
-def build(stack: ExitStack, scenario: Scenario, tcp: Applied, users: dict[str, User], work: Path,
-          log, realtime: bool) -> tuple[wan.Wan, dict[str, Side]]:
+def set_up(stack: ExitStack, scenario: Scenario, tcp: Applied, users: dict[str, User], work: Path,
+           log, realtime: bool) -> tuple[wan.Wan, dict[str, Side]]:
     """The namespaces and the emulator (replay.wan), each side's hosts file, cgroup and
     socket options; everything undone when `stack` closes."""
     prefix = f"{FAMILY}{os.getpid()}"
     netns.sweep_stale(FAMILY)
     stack.callback(netns.sweep_cgroups, prefix)            # last: whatever an interrupt left
     try:
-        net = stack.enter_context(wan.build(prefix, scenario, work, subnet=SUBNET, sysctls=tcp.sysctls,
+        net = stack.enter_context(wan.chain(prefix, scenario, work, subnet=SUBNET, sysctls=tcp.sysctls,
                                             realtime=realtime, log_dir=log))
     except netns.NetnsError as e:
         raise PathError("network namespaces", str(e)) from None

@@ -202,7 +202,7 @@ class Lab:
             os.sched_setaffinity(0, self.cpus)
             if not self.options.loopback:
                 netns.sweep_stale(self.options.family)
-                self.net = self.exits.enter_context(wan.build(
+                self.net = self.exits.enter_context(wan.chain(
                     self.prefix, self.scenario, self.out, subnet=SUBNET, sysctls=self.linux.sysctls,
                     route_opts=self.linux.route_opts, realtime=self.options.realtime))
                 self.notes += self.net.notes

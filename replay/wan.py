@@ -1,7 +1,7 @@
 """The paths of a real-TCP scenario: network namespaces in a line, each stack's path a
 link emulator (replay.linkem) joining two of them through TUN devices.
 
-    with wan.build("mgrp4711", scenario, out_dir) as net:
+    with wan.chain("mgrp4711", scenario, out_dir) as net:
         s = net.stacks[0]                  # stack 1: s.left_ns/left_dev/left_addr, s.right_ns/...
         net.popen(s.left_ns, ["iperf3", "-c", s.right_addr])
         stats = net.stop(1)                # stack 1's emulator: counters per direction
@@ -151,7 +151,7 @@ def _batch(ns: str, lines: list[str]) -> None:
 
 
 @contextmanager
-def build(prefix: str, scenario: Scenario, out_dir: Path, *, subnet: str = "10.203",
+def chain(prefix: str, scenario: Scenario, out_dir: Path, *, subnet: str = "10.203",
           sysctls: list[str] = (), route_opts: list[str] = (), realtime: bool = True,
           guard: bool = True, log_dir: Path | None = None):
     """The chain of `scenario`: namespaces, one emulator per stack, devices configured.

@@ -33,7 +33,7 @@ def emulator_here(request):
 def path_net(tmp_path, path: Path, log_dir=None, **scenario):
     """One stack over `path`; the Wan (names carry this test process's pid)."""
     prefix = f"mglt{os.getpid()}"
-    with wan.build(prefix, Scenario(stacks=1, path=(path,), **scenario), tmp_path, log_dir=log_dir) as net:
+    with wan.chain(prefix, Scenario(stacks=1, path=(path,), **scenario), tmp_path, log_dir=log_dir) as net:
         yield net
 
 
@@ -127,7 +127,7 @@ def test_duplex_cross_traffic_runs_both_ways(tmp_path):
     once: more than half of it after a second); wan.crossing reports what each way moved."""
     path = Path(rate_bps=10_000_000, delay_ns=5 * MS, duplex=True)
     scenario = Scenario(stacks=1, path=(path,), cross=(cross("tcp:1"),))
-    with wan.build(f"mglt{os.getpid()}", scenario, tmp_path) as net:
+    with wan.chain(f"mglt{os.getpid()}", scenario, tmp_path) as net:
         emulator = net.stack(1).emulator
         with wan.crossing(net, scenario, [1], cc="cubic", warmup_s=1.0) as traffic:
             start = emulator.snapshot()
@@ -256,7 +256,7 @@ def test_emulator_dies_with_its_parent_and_takes_its_devices(tmp_path):
     prefix = f"mglk{os.getpid()}"
     script = (f"import sys, time; from pathlib import Path as P; from magnet.replay import wan; "
               f"from magnet.replay.scenario import Scenario; "
-              f"cm = wan.build({prefix!r}, Scenario(stacks=2), P({str(tmp_path)!r}), guard=False); "
+              f"cm = wan.chain({prefix!r}, Scenario(stacks=2), P({str(tmp_path)!r}), guard=False); "
               f"cm.__enter__(); print('up', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "up"

@@ -406,7 +406,7 @@ def ack_delays(tmp_path, route_opts=(), cap_ns=None) -> np.ndarray:
     from magnet import capture
     from magnet.replay import delack, wan
     prefix = f"mgak{os.getpid()}"
-    with wan.build(prefix, chain(rate_bps=None, delay_ns=5 * MS), tmp_path, route_opts=list(route_opts)) as net:
+    with wan.chain(prefix, chain(rate_bps=None, delay_ns=5 * MS), tmp_path, route_opts=list(route_opts)) as net:
         s = net.stack(1)
         cgroup = capture.make_cgroup(f"{prefix}-ack")
         cap = delack.Cap(cgroup, cap_ns) if cap_ns else None
