@@ -108,9 +108,9 @@ COMMANDS = {
         "replay", "tcp", "synth:ftp", "--duration", "2", "--stacks", "2", "--no-plots", "-o", out], 8.0, ("root",)),
     "ns3": Command("replay ns3 (4 stacks)", lambda out: [
         "replay", "ns3", "synth:ftp", "--duration", "600", "--stacks", "4", "--no-plots", "-o", out], 8.0, ("ns3",)),
-    "multistack": Command("experiment multistack --quick (ns-3)", lambda out: [
-        "experiment", "multistack", "--quick", "--engines", "ns-3", "--cases", "ftp", "--out", out], 3.0,
-        ("ns3",), "multistack: interrupted"),
+    "multistack": Command("experiment multistack --quick (ns-3, 120 s demands)", lambda out: [
+        "experiment", "multistack", "--quick", "--duration", "120", "--engines", "ns-3", "--cases", "ftp",
+        "--out", out], 10.0, ("ns3",), "multistack: interrupted"),
 }
 
 
