@@ -27,6 +27,7 @@ docs/app-demand.md explains the choices.
 from __future__ import annotations
 
 import os
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -275,17 +276,23 @@ def _match(s: Sockets, left: list[int], right: list[int], notes: list[str]) -> l
 
 
 def _match_by_bytes(s: Sockets, left: list[int], right: list[int], taken: set) -> list[tuple[int, int]]:
+    """Ends with mirrored byte counts (one's written the other's read, both ways) whose
+    calls overlap in time, in order of first record; a dictionary by counts, not a search."""
     sent, got = s.bytes(WRITE), s.bytes(READ)
     last = np.full(len(s), np.iinfo(np.int64).min)
     np.maximum.at(last, s.call_end, s.call_ns)
+    waiting: dict = {}
+    for b in sorted(right, key=lambda i: s.first_ns[i]):
+        waiting.setdefault((int(sent[b]), int(got[b])), deque()).append(b)
     pairs = []
     for a in sorted(left, key=lambda i: s.first_ns[i]):
-        if a in taken:
+        if a in taken or sent[a] + got[a] == 0:
             continue
-        for b in sorted(right, key=lambda i: s.first_ns[i]):
-            overlap = s.first_ns[a] <= last[b] and s.first_ns[b] <= last[a]
-            if b not in taken and b != a and sent[a] == got[b] and got[a] == sent[b] and \
-                    sent[a] + got[a] > 0 and overlap:
+        bucket = waiting.get((int(got[a]), int(sent[a])), deque())
+        while bucket and bucket[0] in taken:          # taken ones leave from the front
+            bucket.popleft()
+        for b in bucket:
+            if b not in taken and b != a and s.first_ns[a] <= last[b] and s.first_ns[b] <= last[a]:
                 pairs.append((a, b))
                 taken.update((a, b))
                 break
