@@ -94,7 +94,8 @@ def open_layout(path: str | os.PathLike, create: bool = False) -> Layout:
         if _half_made(layout):
             _complete(layout)
         elif root.exists() and any(root.iterdir()):
-            raise LibraryError(str(root), "is not empty and not a magnet library; refusing to use it")
+            if not layout.marker.is_file():    # not a creator that won since the first look
+                raise LibraryError(str(root), "is not empty and not a magnet library; refusing to use it")
         else:
             _create(layout)
     if layout.marker.is_file():
