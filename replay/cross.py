@@ -9,12 +9,13 @@ they moved.  The sink prints `ready` once it listens (TCP on SINK_PORT, UDP on
 SINK_PORT) and discards what arrives.  The sender opens one thread per bulk
 TCP flow (writing 64 KiB at a time, as fast as TCP lets it, with the replay's
 congestion control: --cc, as ns-3's bulk flows use the stacks' TCP) and one per UDP
-source: Poisson sends `size`-byte datagrams at exponential gaps, Pareto
-on/off sends them back to back at a peak rate during Pareto-distributed on
-periods (shape 1.5) separated by Pareto off periods, the peak set so that the
-mean is the share.  A share counts IP bytes (payload + 28) against the
-bottleneck's rate.  Due times are absolute: a late wake-up sends what is due
-at once, so the mean rate holds.
+source, which sends `size`-byte datagrams at the times of its UdpSchedule
+(Poisson: exponential gaps; Pareto on/off: bursts at a peak rate during
+Pareto-distributed on periods, shape 1.5, separated by Pareto off periods, the
+peak set so that the mean is the share), the schedule ns-3 plays too.  A share
+counts IP bytes (payload + 28) against the bottleneck's rate.  Due times are
+absolute: a late wake-up sends what is due at once, so the mean rate holds; how
+late datagrams left (p50, p99, max) is in the JSON line.
 """
 from __future__ import annotations
 
@@ -47,6 +48,16 @@ def spec_args(cross, rate_bps: int | None) -> list[str]:
     return ["--flows=" + parts[0] + ":" + "/".join(parts[1:])]
 
 
+def stack_seed(seed: int, k: int, reverse: bool = False) -> int:
+    """The seed of stack k's cross traffic (each direction its own) for a scenario's seed."""
+    return seed * 1000 + k + (500 if reverse else 0)
+
+
+def flow_of(cross, rate_bps: int | None) -> dict:
+    """A scenario.Cross as the sender takes it (its --flows argument, parsed)."""
+    return _parse_flows(spec_args(cross, rate_bps)[0].removeprefix("--flows="))
+
+
 def _parse_flows(text: str) -> dict:
     kind, _, rest = text.partition(":")
     values = rest.split("/")
@@ -59,11 +70,68 @@ def _parse_flows(text: str) -> dict:
     return out
 
 
+# -------------------------------------------------------------- schedule ---
+class UdpSchedule:
+    """The send times of one UDP source (ns from its start, int64), drawn `BLOCK` packets
+    (Poisson) or on/off cycles (Pareto) at a time from np.random.default_rng([seed,
+    stream]): the same times however far it is drawn, so that ns-3 plays the very
+    packets the real sender sends (replay/ns3.py writes them for it).
+
+    poisson: exponential gaps, mean size*8/(share*rate) (IP bytes: payload + 28).
+    pareto:  bursts at the peak gap, mean_gap*on/(on+off), of round(T/peak gap) packets
+             (at least 1) for a Pareto on time T (shape 1.5, mean on), each followed by a
+             Pareto off time (mean off): the mean is the share, the peak rate while on
+             share*(on+off)/on of the bottleneck."""
+
+    BLOCK = 4096
+
+    def __init__(self, flow: dict, rate_bps: float, seed: int, stream: int):
+        if flow["kind"] not in ("poisson", "pareto") or not rate_bps:
+            raise ValueError(f"a UDP schedule needs poisson or pareto and a rate: {flow}")
+        self.flow = flow
+        self.rng = np.random.default_rng([seed, stream])
+        self.mean_gap = (flow["size"] + UDP_OVERHEAD) * 8e9 / (flow["share"] * rate_bps)   # ns
+        self.start = 0.0                                    # ns: where the next block begins
+
+    def blocks(self):
+        """The schedule, block after block, forever."""
+        draw = self._poisson if self.flow["kind"] == "poisson" else self._pareto
+        while True:
+            times, self.start = draw(self.start)
+            yield np.rint(times).astype(np.int64)
+
+    def until(self, end_ns: int) -> np.ndarray:
+        """Every send time before end_ns."""
+        out = []
+        for block in self.blocks():
+            out.append(block[block < end_ns])
+            if block[-1] >= end_ns:
+                return np.concatenate(out)
+
+    def _poisson(self, start: float):
+        gaps = self.rng.exponential(self.mean_gap, self.BLOCK)
+        times = start + np.concatenate(([0.0], np.cumsum(gaps[:-1])))
+        return times, times[-1] + gaps[-1]
+
+    def _pareto(self, start: float):
+        on, off = self.flow["on_ns"], self.flow["off_ns"]
+        peak_gap = self.mean_gap * on / (on + off)              # faster while on: the mean is the share
+        scale = (PARETO_SHAPE - 1) / PARETO_SHAPE               # Pareto x_m for a given mean
+        on_times = (self.rng.pareto(PARETO_SHAPE, self.BLOCK) + 1) * on * scale
+        off_times = (self.rng.pareto(PARETO_SHAPE, self.BLOCK) + 1) * off * scale
+        burst = np.maximum(1, np.rint(on_times / peak_gap)).astype(np.int64)
+        cycles = burst * peak_gap + off_times
+        starts = start + np.concatenate(([0.0], np.cumsum(cycles[:-1])))
+        index = np.arange(burst.sum()) - np.repeat(np.cumsum(burst) - burst, burst)
+        return np.repeat(starts, burst) + index * peak_gap, starts[-1] + cycles[-1]
+
+
 # --------------------------------------------------------------- sources ---
 class Sender:
     def __init__(self, addr: str, to: str, rate_bps: float, seed: int, cc: str | None = None):
         self.addr, self.to, self.rate, self.seed, self.cc = addr, to, rate_bps, seed, cc
-        self.sent = {"tcp_bytes": 0, "udp_bytes": 0, "udp_packets": 0, "tcp_cc": []}
+        self.sent = {"tcp_bytes": 0, "udp_bytes": 0, "udp_packets": 0, "udp_send_errors": 0, "tcp_cc": []}
+        self.late: list[np.ndarray] = []
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self.lock = threading.Lock()
@@ -98,44 +166,31 @@ class Sender:
                 self.errors.append(f"bulk TCP flow: {e.strerror or e}")
 
     def udp(self, flow: dict, stream: int) -> None:
-        rng = np.random.default_rng([self.seed, stream])
-        wire = flow["size"] + UDP_OVERHEAD
-        mean_gap = wire * 8 / (flow["share"] * self.rate)          # seconds per packet on average
+        schedule = UdpSchedule(flow, self.rate, self.seed, stream)
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.bind((self.addr, 0))
         payload = bytes(flow["size"])
-        due = time.monotonic()
-        for gap in self._gaps(flow, rng, mean_gap):
-            due += gap
-            wait = due - time.monotonic()
-            if wait > 0 and self.stopping.wait(wait):
-                break
-            if self.stopping.is_set():
-                break
-            try:
-                sock.sendto(payload, (self.to, SINK_PORT))
-                self.count("udp_bytes", flow["size"], 1)
-            except OSError:
-                pass                                  # a full device queue: the packet is lost
-        sock.close()
+        origin = time.monotonic_ns()
+        for block in schedule.blocks():
+            late = np.zeros(len(block), np.int64)
+            for i, due in enumerate((block + origin).tolist()):
+                wait = due - time.monotonic_ns()
+                if (wait > 0 and self.stopping.wait(wait / 1e9)) or self.stopping.is_set():
+                    self.lateness(late[:i])
+                    sock.close()
+                    return
+                try:
+                    sock.sendto(payload, (self.to, SINK_PORT))
+                    self.count("udp_bytes", flow["size"], 1)
+                except OSError:
+                    self.count("udp_send_errors", 1)          # ENOBUFS: the device queue was full
+                late[i] = time.monotonic_ns() - due
+            self.lateness(late)
 
-    @staticmethod
-    def _gaps(flow: dict, rng, mean_gap: float):
-        """Gaps between datagrams, forever."""
-        if flow["kind"] == "poisson":
-            while True:
-                yield from rng.exponential(mean_gap, 4096)
-        on, off = flow["on_ns"] / 1e9, flow["off_ns"] / 1e9
-        peak_gap = mean_gap * on / (on + off)           # faster while on, so the mean is the share
-        scale = (PARETO_SHAPE - 1) / PARETO_SHAPE       # Pareto x_m for a given mean
-        pending_off = 0.0
-        while True:
-            on_time = (rng.pareto(PARETO_SHAPE) + 1) * on * scale
-            n = max(1, round(on_time / peak_gap))
-            yield pending_off + peak_gap
-            for _ in range(n - 1):
-                yield peak_gap
-            pending_off = (rng.pareto(PARETO_SHAPE) + 1) * off * scale
+    def lateness(self, late: np.ndarray) -> None:
+        """Keep how late datagrams left (ns after their due time), for the summary."""
+        with self.lock:
+            self.late.append(late)
 
     def run(self, flows: list[dict]) -> dict:
         threads = []
@@ -151,7 +206,12 @@ class Sender:
         self.stopping.set()
         for t in threads:
             t.join(2)
-        return {**self.sent, "errors": self.errors[:3]}
+        out = {**self.sent, "errors": self.errors[:3]}
+        late = np.concatenate(self.late) if self.late else np.zeros(0, np.int64)
+        if len(late):
+            out["udp_late_us"] = {"p50": float(np.percentile(late, 50) / 1e3),
+                                  "p99": float(np.percentile(late, 99) / 1e3), "max": float(late.max() / 1e3)}
+        return out
 
 
 # ------------------------------------------------------------------ sink ---

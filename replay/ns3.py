@@ -59,6 +59,9 @@ LIBRARY_DIRS = ("model", "helper")
 LIBRARY_NAME = "libns3-magnet.so"
 
 
+TCP_MODELS = ("linux", "ns3")
+
+
 class Ns3Error(ReplayError):
     """ns-3 missing, a failed build or a failed run: one line, "WHAT: problem"."""
 
@@ -211,6 +214,12 @@ class Ns3Options:
     no_trace: bool = False             # write no traces (benchmarks)
     stream: int = 0                    # the demand file's stream (0: the only one)
     cross_lead_ns: int = 1_000_000_000  # with cross traffic: it runs this long before the replay
+    tcp_model: str = "linux"           # linux: Linux 6.x's TCP (MagnetLinuxTcpSocket); ns3: ns-3's own
+    cross_schedules: bool = True       # UDP cross traffic plays cross.py's schedules (False: ns-3 draws)
+
+    def __post_init__(self):
+        if self.tcp_model not in TCP_MODELS:
+            raise ValueError(f"TCP model {self.tcp_model!r}: {' or '.join(TCP_MODELS)}")
 
 
 def _loss(loss: knobs.Loss) -> str:
@@ -255,6 +264,7 @@ def chain_args(scenario: Scenario, options: Ns3Options = Ns3Options()) -> list[s
         args.append(f"--cross={','.join(_cross(c) for c in scenario.cross)}")
     values = {
         "stacks": scenario.stacks, "mode": scenario.mode, "seed": scenario.seed,
+        "tcpModel": options.tcp_model,
         "cc": knobs.cc_for("ns-3", tcp.cc), "nagle": tcp.nagle, "sack": tcp.sack,
         "timestamps": tcp.timestamps, "windowScaling": tcp.window_scaling,
         "delAckCount": tcp.delack_count or 0,
@@ -340,6 +350,8 @@ def run_chain(demand_path: str | os.PathLike, out_dir: str | os.PathLike,
         args = chain_args(scenario, options)
     except ValueError as e:                       # e.g. a queue of 1bdp on a path with no rate
         raise Ns3Error("scenario", str(e)) from None
+    if options.cross_schedules and any(c.kind != "tcp" for c in scenario.cross):
+        args.append(f"--crossSchedules={write_cross_schedules(demand_path, out / 'cross', scenario, options)}")
     command = [str(programs.chain), f"--demand={os.fspath(demand_path)}", f"--out={out}", *args]
     stdout, stderr, status = _simulate(command)
     if status != 0:
@@ -461,6 +473,39 @@ def run_app(demand_csv: str | os.PathLike, out_dir: str | os.PathLike, scenario:
     if status != 0:
         raise Ns3Error(what, rest)
     return AppRun(out, scenario, json.loads((out / "summary.json").read_text()), stdout)
+
+
+def cross_horizon_ns(demand_path, scenario: Scenario, options: Ns3Options) -> int:
+    """How long a stack's UDP cross traffic may have to run: its lead, then twice the longer of
+    the demand's span and the time its bytes take at the slowest bottleneck, and 30 s more."""
+    import magnetlib
+    from magnetlib import demand as demand_mod
+    with magnetlib.open(demand_path) as trace:
+        d = demand_mod.extract(trace, None, "send", "sock")
+    span = int(d.time_ns[-1] - d.time_ns[0]) if len(d) else 0
+    rates = [p.rate_bps for p in (scenario.path_of(k) for k in range(1, scenario.stacks + 1)) if p.rate_bps]
+    transfer = int(d.size.sum() * 8e9 / min(rates)) if rates else 0
+    return options.cross_lead_ns + 2 * max(span, transfer) + 30_000_000_000
+
+
+def write_cross_schedules(demand_path, directory: Path, scenario: Scenario, options: Ns3Options) -> Path:
+    """The UDP cross traffic of every stack as the real sender draws it (cross.UdpSchedule,
+    the same seeds and streams), as magnet traces ns-3 plays: DIRECTORY/stack-K-cross-I.magnet."""
+    import numpy as np
+    from magnetlib.demand import Demand, write_demand
+    from . import cross as cross_mod
+    directory.mkdir(parents=True, exist_ok=True)
+    horizon = cross_horizon_ns(demand_path, scenario, options)
+    for k in range(1, scenario.stacks + 1):
+        rate = scenario.path_of(k).rate_bps
+        flows = [cross_mod.flow_of(c, rate) for c in scenario.cross]
+        for i, flow in enumerate(flows):
+            if flow["kind"] == "tcp":
+                continue
+            times = cross_mod.UdpSchedule(flow, rate, cross_mod.stack_seed(scenario.seed, k), i).until(horizon)
+            write_demand(Demand.from_arrays(times, np.full(len(times), flow["size"])),
+                         directory / f"stack-{k}-cross-{i + 1}.magnet")
+    return directory
 
 
 def run_tests(programs: Programs | None = None, *args: str) -> subprocess.CompletedProcess:

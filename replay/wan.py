@@ -223,7 +223,7 @@ class CrossTraffic:
     def _start_way(self, s: StackPath, way: str, src: int, dst: int) -> None:
         label = f"stack {s.k} {way.replace('_', ' ')}cross-traffic"
         flows = [arg for c in self.scenario.cross for arg in cross.spec_args(c, s.path.rate_bps)]
-        seed = self.scenario.seed * 1000 + s.k + (500 if way else 0)
+        seed = cross.stack_seed(self.scenario.seed, s.k, reverse=bool(way))
         sink = self._spawn(s.cross_ns[dst], ["sink", f"--addr={s.cross_addr[dst]}"])
         self.procs[(s.k, way)] = (sink, sink)
         _ready(sink, f"{label} sink")

@@ -80,8 +80,13 @@ CrossLine(const MagnetChainConfig& c)
     {
         items += (items.empty() ? "" : "; ") + x.Describe(c.PathOf(1).rateBps);
     }
+    std::string played = c.crossSchedules.empty()
+                             ? ""
+                             : " (UDP datagrams played from the schedules replay/cross.py drew, as the real "
+                               "sender sends them)";
     return "cross traffic on each bottleneck, from a node before it to one after it (the path's "
-           "round trip), from " + MagnetFormatTime(c.crossLead) + " before the replay connects: " + items;
+           "round trip), from " + MagnetFormatTime(c.crossLead) + " before the replay connects: " + items +
+           played;
 }
 
 void
@@ -107,7 +112,7 @@ PrintConfig(const MagnetChain& chain, size_t writes, uint64_t bytes)
         std::cout << "  " << CrossLine(c) << "\n";
     }
     std::cout << "  TCP:";
-    for (const auto& [name, value] : MagnetChain::TcpSettings())
+    for (const auto& [name, value] : chain.TcpSettings())
     {
         std::cout << " " << name << "=" << value;
     }
@@ -149,6 +154,7 @@ StackJson(const MagnetStackResult& r)
       << ", \"bottleneck_loss_drops\": " << c.lossDrops
       << ", \"bottleneck_loss_drops_own\": " << c.lossDropsOwn
       << ", \"cross_bytes\": " << r.crossBytes << ", \"cross_ns\": " << r.crossTime.GetNanoSeconds()
+      << ", \"cross_schedule_exhausted\": " << Bool(r.crossExhausted)
       << ", \"wall_s\": " << r.cost.wallSeconds << ", \"cpu_s\": " << r.cost.cpuSeconds << "}";
     return j.str();
 }
@@ -200,7 +206,7 @@ ConfigJson(const MagnetChain& chain)
           << ", \"description\": " << Quote(x.Describe(c.PathOf(1).rateBps)) << "}";
     }
     j << "], \"cross_lead_ns\": " << (c.cross.empty() ? 0 : c.crossLead.GetNanoSeconds())
-      << ", \"tcp\": {\"cc\": " << Quote(t.cc) << ", \"nagle\": " << Bool(t.nagle)
+      << ", \"tcp\": {\"model\": " << Quote(t.model) << ", \"cc\": " << Quote(t.cc) << ", \"nagle\": " << Bool(t.nagle)
       << ", \"sack\": " << Bool(t.sack) << ", \"timestamps\": " << Bool(t.timestamps)
       << ", \"window_scaling\": " << Bool(t.windowScaling)
       << ", \"delack_count\": " << t.delAckCount << ", \"delack_timeout_ns\": "
@@ -211,7 +217,7 @@ ConfigJson(const MagnetChain& chain)
       << ", \"start_offset_ns\": " << c.startOffset.GetNanoSeconds() << ", \"seed\": " << c.seed
       << ", \"tcp_settings\": {";
     const char* sep = "";
-    for (const auto& [name, value] : MagnetChain::TcpSettings())
+    for (const auto& [name, value] : chain.TcpSettings())
     {
         j << sep << Quote(name) << ": " << Quote(value);
         sep = ", ";
@@ -321,7 +327,11 @@ Parse(int argc, char* argv[])
                            "traffic runs both ways; 0: delay and jitter only", path.duplex);
     cmd.AddValue("cross", "cross traffic, comma-separated: tcp:N, poisson:SHARE[/BYTES], "
                           "pareto:SHARE[/BYTES/ON/OFF]", cross);
+    cmd.AddValue("crossSchedules", "a directory of UDP cross-traffic schedules to play "
+                                   "(stack-K-cross-I.magnet; replay/cross.py draws them)", c.crossSchedules);
     cmd.AddValue("crossLead", "with cross traffic: how long it runs before the replay connects", c.crossLead);
+    cmd.AddValue("tcpModel", "linux (Linux 6.x's TCP: MagnetLinuxTcpSocket) or ns3 (ns-3's TcpSocketBase)",
+                 t.model);
     cmd.AddValue("cc", "congestion control (TcpNewReno, TcpLinuxReno, TcpCubic, TcpBbr, ...)", t.cc);
     cmd.AddValue("nagle", "Nagle's algorithm (Linux's default; ns-3's is off)", t.nagle);
     cmd.AddValue("sack", "selective acknowledgements", t.sack);

@@ -32,8 +32,6 @@ namespace
 {
 
 constexpr uint16_t kPort = 9;
-constexpr uint32_t kIpTcpHeaders = 40;
-constexpr uint32_t kTimestampOption = 12; // 10 bytes, padded to 12: Linux and ns-3 alike
 // Every link is a /30 of 10.0.0.0/8.
 constexpr const char* kNetwork = "10.0.0.0";
 constexpr const char* kNetmask = "255.255.255.252";
@@ -60,27 +58,7 @@ class Stopwatch
     double m_cpu{CpuNow()};
 };
 
-/** "TcpCubic" or "ns3::TcpCubic" -> "ns3::TcpCubic". */
-std::string
-Ns3Name(const std::string& cc)
-{
-    return cc.rfind("ns3::", 0) == 0 ? cc : "ns3::" + cc;
-}
-
 } // namespace
-
-uint32_t
-MagnetTcpConfig::Mss(uint32_t mtu) const
-{
-    uint32_t path = mtu - kIpTcpHeaders;
-    return mss ? std::min(mss, path) : path;
-}
-
-uint32_t
-MagnetTcpConfig::SegmentSize(uint32_t mtu) const
-{
-    return Mss(mtu) - (timestamps ? kTimestampOption : 0);
-}
 
 const MagnetPathConfig&
 MagnetChainConfig::PathOf(uint32_t k) const
@@ -89,7 +67,8 @@ MagnetChainConfig::PathOf(uint32_t k) const
 }
 
 MagnetChain::MagnetChain(MagnetChainConfig config)
-    : m_config(std::move(config))
+    : m_config(std::move(config)),
+      m_profile(m_config.tcp)
 {
     Validate(m_config);
 }
@@ -100,23 +79,6 @@ MagnetChain::GetConfig() const
     return m_config;
 }
 
-std::vector<std::string>
-MagnetChain::CongestionControls()
-{
-    std::vector<std::string> names;
-    for (uint16_t i = 0; i < TypeId::GetRegisteredN(); ++i)
-    {
-        TypeId tid = TypeId::GetRegistered(i);
-        if (tid != TcpCongestionOps::GetTypeId() && tid.IsChildOf(TcpCongestionOps::GetTypeId()) &&
-            tid.HasConstructor())
-        {
-            names.push_back(tid.GetName().substr(5)); // without "ns3::"
-        }
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-}
-
 void
 MagnetChain::Validate(const MagnetChainConfig& config)
 {
@@ -124,23 +86,7 @@ MagnetChain::Validate(const MagnetChainConfig& config)
     {
         throw std::invalid_argument("a chain needs at least one stack and one path");
     }
-    const MagnetTcpConfig& tcp = config.tcp;
-    TypeId tid;
-    if (!TypeId::LookupByNameFailSafe(Ns3Name(tcp.cc), &tid) ||
-        !tid.IsChildOf(TcpCongestionOps::GetTypeId()))
-    {
-        std::string known;
-        for (const auto& name : CongestionControls())
-        {
-            known += (known.empty() ? "" : ", ") + name;
-        }
-        throw std::invalid_argument("unknown TCP variant '" + tcp.cc + "' (ns-3 " MAGNET_NS3_VERSION
-                                    " has " + known + ")");
-    }
-    if (tcp.readSize == 0 || (tcp.mss && tcp.mss <= kTimestampOption))
-    {
-        throw std::invalid_argument("the read size and the MSS must be positive (MSS above 12)");
-    }
+    MagnetTcpProfile::Validate(config.tcp);
     uint32_t k = 1;
     for (const auto& path : config.paths)
     {
@@ -153,76 +99,18 @@ MagnetChain::Validate(const MagnetChainConfig& config)
     }
 }
 
-namespace
-{
-
-/** ns-3's own default of an attribute, "ns3::Type::Name" (whatever SetDefault did since). */
-Ptr<const AttributeValue>
-Ns3Default(const std::string& path)
-{
-    auto cut = path.rfind("::");
-    TypeId::AttributeInformation info;
-    NS_ABORT_UNLESS(TypeId::LookupByName(path.substr(0, cut)).LookupAttributeByName(path.substr(cut + 2), &info));
-    return info.originalInitialValue;
-}
-
-void
-SetDefaultOr(const std::string& path, bool given, const AttributeValue& value)
-{
-    Config::SetDefault(path, given ? value : *Ns3Default(path));
-}
-
-} // namespace
-
 void
 MagnetChain::ApplyDefaults() const
 {
-    const MagnetTcpConfig& tcp = m_config.tcp;
-    Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(Ns3Name(tcp.cc))));
-    Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(!tcp.nagle));
-    Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(tcp.sack));
-    Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(tcp.timestamps));
-    Config::SetDefault("ns3::TcpSocketBase::WindowScaling", BooleanValue(tcp.windowScaling));
-    SetDefaultOr("ns3::TcpSocket::DelAckCount", tcp.delAckCount > 0, UintegerValue(tcp.delAckCount));
-    SetDefaultOr("ns3::TcpSocket::DelAckTimeout", !tcp.delAckTimeout.IsStrictlyNegative(),
-                 TimeValue(tcp.delAckTimeout));
-    SetDefaultOr("ns3::TcpSocket::SndBufSize", tcp.sndBuf > 0, UintegerValue(tcp.sndBuf));
-    SetDefaultOr("ns3::TcpSocket::RcvBufSize", tcp.rcvBuf > 0, UintegerValue(tcp.rcvBuf));
-    MagnetCrossTraffic::SetSegmentSize(tcp.SegmentSize(m_config.PathOf(1).mtu));
+    m_profile.ApplyDefaults();
+    MagnetCrossTraffic::SetSegmentSize(m_config.tcp.SegmentSize(m_config.PathOf(1).mtu));
     RngSeedManager::SetSeed(m_config.seed);
 }
 
 std::vector<std::pair<std::string, std::string>>
-MagnetChain::TcpSettings()
+MagnetChain::TcpSettings() const
 {
-    const std::pair<const char*, const char*> shown[] = {
-        {"ns3::TcpL4Protocol", "SocketType"},  {"ns3::TcpSocket", "SndBufSize"},
-        {"ns3::TcpSocket", "RcvBufSize"},      {"ns3::TcpSocket", "InitialCwnd"},
-        {"ns3::TcpSocket", "TcpNoDelay"},      {"ns3::TcpSocket", "DelAckCount"},
-        {"ns3::TcpSocket", "DelAckTimeout"},   {"ns3::TcpSocketBase", "Sack"},
-        {"ns3::TcpSocketBase", "Timestamp"},   {"ns3::TcpSocketBase", "WindowScaling"},
-        {"ns3::TcpSocketBase", "MinRto"},      {"ns3::TcpL4Protocol", "RecoveryType"},
-    };
-    std::vector<std::pair<std::string, std::string>> settings;
-    for (const auto& [type, name] : shown)
-    {
-        TypeId::AttributeInformation info;
-        if (!TypeId::LookupByName(type).LookupAttributeByName(name, &info))
-        {
-            continue;
-        }
-        std::ostringstream value;
-        if (auto time = DynamicCast<const TimeValue>(info.initialValue))
-        {
-            value << time->Get().GetSeconds() << "s"; // "0.2s", not "+2e+08ns"
-        }
-        else
-        {
-            value << info.initialValue->SerializeToString(info.checker);
-        }
-        settings.emplace_back(name, value.str());
-    }
-    return settings;
+    return m_profile.Settings();
 }
 
 std::string
@@ -235,6 +123,21 @@ MagnetChain::Describe(uint32_t k) const
       << tcp.SegmentSize(path.mtu) << " B of data" << (tcp.timestamps ? " after the 12 B timestamp option" : "")
       << "), receiver reads " << tcp.readSize << " B";
     return s.str();
+}
+
+std::vector<std::string>
+MagnetChain::CrossSchedules(uint32_t k) const
+{
+    std::vector<std::string> files;
+    for (size_t i = 0; i < m_config.cross.size(); ++i)
+    {
+        bool udp = m_config.cross[i].kind != MagnetCrossConfig::Kind::BulkTcp;
+        files.push_back(udp && !m_config.crossSchedules.empty()
+                            ? m_config.crossSchedules + "/stack-" + std::to_string(k) + "-cross-" +
+                                  std::to_string(i + 1) + ".magnet"
+                            : "");
+    }
+    return files;
 }
 
 std::string
@@ -251,11 +154,11 @@ MagnetChain::BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4Ad
     UintegerValue segment(m_config.tcp.SegmentSize(config.mtu));
     Stack stack;
     stack.path = MagnetPathHelper(config).Install(sender, receiver, ip);
-    MagnetSinkHelper sinks("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), kPort));
+    MagnetSinkHelper sinks(m_profile.SocketFactory().GetName(), InetSocketAddress(Ipv4Address::GetAny(), kPort));
     sinks.SetAttribute("ReadSize", UintegerValue(m_config.tcp.readSize));
     stack.sink = DynamicCast<MagnetSinkApplication>(sinks.Install(receiver).Get(0));
     stack.sink->SetSocketAttribute("SegmentSize", segment);
-    MagnetReplayHelper replay("ns3::TcpSocketFactory", InetSocketAddress(stack.path.receiverAddress, kPort));
+    MagnetReplayHelper replay(m_profile.SocketFactory().GetName(), InetSocketAddress(stack.path.receiverAddress, kPort));
     replay.SetAttribute("TcpVariant", StringValue(m_config.tcp.cc));
     replay.SetAttribute("StartOffset", TimeValue(m_config.startOffset));
     stack.app = DynamicCast<MagnetReplayApplication>(replay.Install(sender).Get(0));
@@ -271,7 +174,8 @@ MagnetChain::BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4Ad
     {
         stack.app->SetStartTime(m_config.crossLead);
         stack.cross = std::make_unique<MagnetCrossTraffic>(m_config.cross, config);
-        stack.cross->Install(stack.path, ip, crossStart, segment.Get());
+        stack.cross->SetSchedules(CrossSchedules(k));
+        stack.cross->Install(stack.path, ip, crossStart, segment.Get(), m_profile.SocketFactory());
     }
     return stack;
 }
@@ -325,6 +229,7 @@ MagnetChain::Collect(uint32_t k, const Stack& stack, MagnetCost cost, uint64_t g
     {
         r.crossBytes = stack.cross->DeliveredBytes();
         r.crossTime = Simulator::Now() - stack.cross->GetStart();
+        r.crossExhausted = stack.cross->ScheduleExhausted();
     }
     r.sinkBytes = stack.sink->GetTotalRx();
     r.sinkReads = stack.sink->GetReads();
@@ -361,7 +266,7 @@ MagnetChain::RunOffline(MagnetDemand demand)
         RngSeedManager::SetRun(k); // each stack its own draws of loss and cross traffic
         NodeContainer nodes;
         nodes.Create(2);
-        InternetStackHelper().Install(nodes);
+        MagnetTcpProfile::InstallStack(nodes);
         Ipv4AddressHelper ip(kNetwork, kNetmask);
         std::vector<Stack> stacks;
         stacks.push_back(BuildStack(k, nodes.Get(0), nodes.Get(1), ip, Seconds(0)));
@@ -392,7 +297,7 @@ MagnetChain::RunLive(MagnetDemand demand)
     RngSeedManager::SetRun(1);
     NodeContainer nodes;
     nodes.Create(m_config.stacks + 1);
-    InternetStackHelper().Install(nodes);
+    MagnetTcpProfile::InstallStack(nodes);
     Ipv4AddressHelper ip(kNetwork, kNetmask);
     std::vector<Stack> stacks;
     for (uint32_t k = 1; k <= m_config.stacks; ++k)
@@ -435,15 +340,15 @@ MagnetChain::RunBulkSend(uint64_t bytes, uint32_t sendSize)
     RngSeedManager::SetRun(1);
     NodeContainer nodes;
     nodes.Create(2);
-    InternetStackHelper().Install(nodes);
+    MagnetTcpProfile::InstallStack(nodes);
     Ipv4AddressHelper ip(kNetwork, kNetmask);
     MagnetPath path = MagnetPathHelper(m_config.PathOf(1)).Install(nodes.Get(0), nodes.Get(1), ip);
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
-    BulkSendHelper bulk("ns3::TcpSocketFactory", InetSocketAddress(path.receiverAddress, kPort));
+    BulkSendHelper bulk(m_profile.SocketFactory().GetName(), InetSocketAddress(path.receiverAddress, kPort));
     bulk.SetAttribute("MaxBytes", UintegerValue(bytes));
     bulk.SetAttribute("SendSize", UintegerValue(sendSize));
     bulk.Install(nodes.Get(0));
-    PacketSinkHelper sinks("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), kPort));
+    PacketSinkHelper sinks(m_profile.SocketFactory().GetName(), InetSocketAddress(Ipv4Address::GetAny(), kPort));
     auto sink = DynamicCast<PacketSink>(sinks.Install(nodes.Get(1)).Get(0));
     Stopwatch clock;
     Simulator::Run();

@@ -5,6 +5,7 @@
 #include "magnet-path-helper.h"
 #include "magnet-replay-application.h"
 #include "magnet-stack-recorder.h"
+#include "magnet-tcp-profile.h"
 
 #include "ns3/ipv4-address-helper.h"
 #include "ns3/node.h"
@@ -15,27 +16,6 @@
 
 namespace ns3
 {
-
-/** The TCP every stack runs (magnet.replay.scenario.Tcp); 0 or negative: ns-3's default. */
-struct MagnetTcpConfig
-{
-    std::string cc{"TcpCubic"}; //!< an ns-3 TcpCongestionOps (TcpNewReno, TcpLinuxReno, TcpCubic, ...)
-    bool nagle{true};           //!< as Linux has it unless TCP_NODELAY (ns-3's default is off)
-    bool sack{true};
-    bool timestamps{true};
-    bool windowScaling{true};
-    uint32_t delAckCount{0};    //!< segments per delayed ACK
-    Time delAckTimeout{NanoSeconds(-1)}; //!< negative: ns-3's default
-    uint32_t mss{0};            //!< TCP's MSS as Linux's TCP_MAXSEG; 0: each path's MTU - 40
-    uint32_t sndBuf{0};         //!< SO_SNDBUF, bytes
-    uint32_t rcvBuf{0};         //!< SO_RCVBUF, bytes
-    uint32_t readSize{65536};   //!< the receiving application's read buffer
-
-    /** The MSS on a path of this MTU: the given one, at most MTU - 40 (IP and TCP headers). */
-    uint32_t Mss(uint32_t mtu) const;
-    /** TCP payload per full segment (ns-3's SegmentSize): the MSS less 12 with timestamps. */
-    uint32_t SegmentSize(uint32_t mtu) const;
-};
 
 /** The successive-stack study: how N TCP stacks in sequence modulate a demand. */
 struct MagnetChainConfig
@@ -54,6 +34,11 @@ struct MagnetChainConfig
     bool newDataOnly{false};   //!< offline: drop retransmitted bytes from the next demand
     Time startOffset;          //!< connection established -> demand time zero
     Time crossLead{Seconds(1)}; //!< with cross traffic: it runs this long before the replay connects
+    /**
+     * A directory of UDP cross-traffic schedules to play (stack-K-cross-I.magnet: stack
+     * K's item I, replay/cross.py's UdpSchedule); empty: ns-3 draws its own.
+     */
+    std::string crossSchedules;
     uint32_t seed{1};
     std::string outDir; //!< stack-K.magnet traces go here; empty: none written
 
@@ -79,6 +64,7 @@ struct MagnetStackResult
     MagnetRttStats rtt;       //!< the sender's
     uint32_t segmentSize{0};  //!< TCP payload of a full segment on this stack's path
     uint64_t crossBytes{0};   //!< cross traffic delivered across the bottleneck
+    bool crossExhausted{false}; //!< a played UDP schedule ran out before the stack ended
     Time crossTime;           //!< ... in this much time
     uint64_t sinkBytes{0};
     uint64_t sinkReads{0};
@@ -112,17 +98,14 @@ class MagnetChain
      */
     void ApplyDefaults() const;
 
-    /** The TCP settings new sockets get now, as (attribute, value): to state what was used. */
-    static std::vector<std::pair<std::string, std::string>> TcpSettings();
+    /** The TCP settings new sockets get now, as (setting, value): to state what was used. */
+    std::vector<std::pair<std::string, std::string>> TcpSettings() const;
 
     /** Stack k's path and socket settings in words, as applied. */
     std::string Describe(uint32_t k) const;
 
     /** Throws std::invalid_argument naming what is wrong (a TCP variant ns-3 lacks: those it has). */
     static void Validate(const MagnetChainConfig& config);
-
-    /** The TcpCongestionOps this ns-3 has, by name (TcpCubic, ...). */
-    static std::vector<std::string> CongestionControls();
 
   private:
     struct Stack
@@ -143,8 +126,10 @@ class MagnetChain
     std::vector<MagnetStackResult> RunOffline(MagnetDemand demand);
     std::vector<MagnetStackResult> RunLive(MagnetDemand demand);
     std::string TracePath(uint32_t k, const std::string& suffix = ".magnet") const;
+    std::vector<std::string> CrossSchedules(uint32_t k) const; //!< per cross item ("": ns-3's source)
 
     MagnetChainConfig m_config;
+    MagnetTcpProfile m_profile;
     uint32_t m_running{0}; //!< stacks whose sink has not yet seen the end (with cross traffic)
 };
 

@@ -4,6 +4,8 @@
 #include "magnet-gilbert-elliott-error-model.h"
 #include "magnet-jitter-channel.h"
 #include "magnet-poisson-application.h"
+#include "magnet-tcp-profile.h"
+#include "magnet-udp-schedule-application.h"
 #include "magnet-units.h"
 
 #include "ns3/bulk-send-helper.h"
@@ -37,6 +39,7 @@ namespace
 
 constexpr double kParetoShape = 1.5; // ns-2's Pareto on/off default: heavy tails, finite mean
 constexpr uint32_t kIpUdpHeaders = 28;
+constexpr uint64_t kPppHeader = 2;
 
 std::string
 Percent(double fraction)
@@ -381,7 +384,11 @@ MagnetPathHelper::Link(Ptr<Node> a, Ptr<Node> b, uint32_t hop, Ipv4AddressHelper
     {
         return FastLink(a, b, c.HopDelay(hop), ip);
     }
-    std::string rate = c.rateBps ? std::to_string(c.rateBps) + "bps" : kFastRate;
+    // A point-to-point device serialises a 2-byte PPP header with each packet; linkem
+    // and a router port serialise the IP packet.  The rate is raised by (MTU + 2) / MTU
+    // so that a full-sized packet takes its IP bytes' time at the rate exactly (a
+    // 1028-byte datagram then takes 0.06 % longer, a 440-byte segment 0.3 %).
+    std::string rate = c.rateBps ? std::to_string(c.rateBps * (c.mtu + kPppHeader) / c.mtu) + "bps" : kFastRate;
     Ptr<PointToPointChannel> channel;
     if (c.jitter.IsStrictlyPositive())
     {
@@ -456,12 +463,13 @@ MagnetCrossTraffic::SetSegmentSize(uint32_t bytes)
 }
 
 void
-MagnetCrossTraffic::Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time start, uint32_t segmentSize)
+MagnetCrossTraffic::Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time start, uint32_t segmentSize,
+                            TypeId tcpFactory)
 {
     m_start = start;
     NodeContainer ends;
     ends.Create(2);
-    InternetStackHelper().Install(ends);
+    MagnetTcpProfile::InstallStack(ends);
     Time before;
     Time after;
     for (uint32_t hop = 0; hop < m_path.hops; ++hop)
@@ -496,7 +504,7 @@ MagnetCrossTraffic::InstallDirection(Ptr<Node> from,
         const MagnetCrossConfig& c = m_cross[i];
         auto port = static_cast<uint16_t>(firstPort + i);
         bool tcp = c.kind == MagnetCrossConfig::Kind::BulkTcp;
-        std::string factory = tcp ? "ns3::TcpSocketFactory" : "ns3::UdpSocketFactory";
+        std::string factory = tcp ? tcpFactory.GetName() : "ns3::UdpSocketFactory";
         PacketSinkHelper sinks(factory, InetSocketAddress(Ipv4Address::GetAny(), port));
         ApplicationContainer sink = sinks.Install(to);
         m_sinks.push_back(DynamicCast<PacketSink>(sink.Get(0)));
@@ -518,6 +526,15 @@ MagnetCrossTraffic::InstallDirection(Ptr<Node> from,
                 sources.Add(bulk.Install(from));
                 sources.Get(f)->SetStartTime(at);
             }
+        }
+        else if (i < m_schedules.size() && !m_schedules[i].empty())
+        {
+            auto app = CreateObject<MagnetUdpScheduleApplication>();
+            app->SetAttribute("Remote", AddressValue(remote));
+            app->SetAttribute("Schedule", StringValue(m_schedules[i]));
+            ends.Get(0)->AddApplication(app);
+            sources.Add(app);
+            m_played.push_back(app);
         }
         else if (c.kind == MagnetCrossConfig::Kind::Poisson)
         {
@@ -549,6 +566,25 @@ MagnetCrossTraffic::InstallDirection(Ptr<Node> from,
             sources.Start(start);
         }
     }
+}
+
+void
+MagnetCrossTraffic::SetSchedules(std::vector<std::string> files)
+{
+    m_schedules = std::move(files);
+}
+
+bool
+MagnetCrossTraffic::ScheduleExhausted() const
+{
+    for (const auto& app : m_played)
+    {
+        if (DynamicCast<MagnetUdpScheduleApplication>(app)->Exhausted())
+        {
+            return true;
+        }
+    }
+    return false;
 }
 
 uint64_t

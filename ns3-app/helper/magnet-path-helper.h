@@ -136,9 +136,21 @@ class MagnetCrossTraffic
 
     /**
      * Build the nodes, links and applications; the applications start at
-     * `start`, TCP flows 10 ms apart with segments of `segmentSize` bytes.
+     * `start`, TCP flows 10 ms apart with segments of `segmentSize` bytes,
+     * their sockets from `tcpFactory` (MagnetTcpProfile::SocketFactory).
      */
-    void Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time start, uint32_t segmentSize);
+    void Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time start, uint32_t segmentSize,
+                 TypeId tcpFactory);
+
+    /**
+     * Play these schedules (magnet traces of the datagrams, replay/cross.py's
+     * UdpSchedule), one per cross item, instead of drawing with ns-3's own
+     * sources; an empty name keeps ns-3's source for that item.  Before Install.
+     */
+    void SetSchedules(std::vector<std::string> files);
+
+    /** A played schedule ran out before the end: that source sent nothing after it. */
+    bool ScheduleExhausted() const;
 
     /**
      * The TCP payload of a full segment of sockets made from now on: ns-3 has
@@ -160,6 +172,8 @@ class MagnetCrossTraffic
     std::vector<MagnetCrossConfig> m_cross;
     MagnetPathConfig m_path;
     std::vector<Ptr<PacketSink>> m_sinks;
+    std::vector<std::string> m_schedules;
+    std::vector<Ptr<Application>> m_played;
     Time m_start;
 };
 

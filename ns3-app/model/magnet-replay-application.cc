@@ -6,6 +6,7 @@
 #include "ns3/inet-socket-address.h"
 #include "ns3/inet6-socket-address.h"
 #include "ns3/log.h"
+#include "ns3/object-factory.h"
 #include "ns3/packet.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
@@ -177,13 +178,18 @@ TcpVariantTypeId(std::string name)
 Ptr<Socket>
 MagnetCreateSocket(Ptr<Node> node, TypeId factory, const std::string& tcpVariant)
 {
-    if (tcpVariant.empty() || !factory.IsChildOf(TcpSocketFactory::GetTypeId()))
+    // Any TCP socket factory (MagnetTcpProfile::SocketFactory: ns-3's or the Linux profile's),
+    // then the congestion control asked for.
+    Ptr<Socket> socket = Socket::CreateSocket(node, factory);
+    if (!tcpVariant.empty())
     {
-        return Socket::CreateSocket(node, factory);
+        auto tcp = DynamicCast<TcpSocketBase>(socket);
+        NS_ABORT_MSG_UNLESS(tcp, "MagnetCreateSocket: TcpVariant needs a TcpSocketBase");
+        ObjectFactory variant;
+        variant.SetTypeId(TcpVariantTypeId(tcpVariant));
+        tcp->SetCongestionControlAlgorithm(variant.Create<TcpCongestionOps>());
     }
-    Ptr<TcpL4Protocol> tcp = node->GetObject<TcpL4Protocol>();
-    NS_ABORT_MSG_UNLESS(tcp, "MagnetCreateSocket: the node has no TCP");
-    return tcp->CreateSocket(TcpVariantTypeId(tcpVariant));
+    return socket;
 }
 
 void

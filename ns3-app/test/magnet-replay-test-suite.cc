@@ -26,6 +26,7 @@
 #include "ns3/random-variable-stream.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
+#include "ns3/tcp-socket-factory.h"
 #include "ns3/test.h"
 #include "ns3/traffic-control-helper.h"
 #include "ns3/uinteger.h"
@@ -518,7 +519,7 @@ class MagnetCrossTrafficTestCase : public TestCase
         Ipv4AddressHelper ip("10.0.0.0", "255.255.255.252");
         MagnetPath path = MagnetPathHelper(config).Install(nodes.Get(0), nodes.Get(1), ip);
         MagnetCrossTraffic cross({MagnetCrossConfig::Parse(m_cross)}, config);
-        cross.Install(path, ip, Seconds(0), 1448);
+        cross.Install(path, ip, Seconds(0), 1448, TcpSocketFactory::GetTypeId());
         Ipv4GlobalRoutingHelper::PopulateRoutingTables();
         path.BottleneckTx()->TraceConnectWithoutContext(
             "PhyTxEnd", MakeCallback(&MagnetCrossTrafficTestCase::OnBottleneck, this));

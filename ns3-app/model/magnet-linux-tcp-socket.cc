@@ -1,0 +1,1153 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "magnet-linux-tcp-socket.h"
+
+#include "magnet-linux-rtt-estimator.h"
+
+#include "ns3/boolean.h"
+#include "ns3/double.h"
+#include "ns3/log.h"
+#include "ns3/node.h"
+#include "ns3/object-factory.h"
+#include "ns3/simulator.h"
+#include "ns3/tag.h"
+#include "ns3/tcp-congestion-ops.h"
+#include "ns3/tcp-l4-protocol.h"
+#include "ns3/tcp-option-ts.h"
+#include "ns3/tcp-recovery-ops.h"
+#include "ns3/tcp-rx-buffer.h"
+#include "ns3/tcp-tx-buffer.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+
+namespace ns3
+{
+
+NS_LOG_COMPONENT_DEFINE("MagnetLinuxTcpSocket");
+NS_OBJECT_ENSURE_REGISTERED(MagnetLinuxTcpSocket);
+NS_OBJECT_ENSURE_REGISTERED(MagnetLinuxTcpSocketFactory);
+
+namespace
+{
+
+// Constants of Linux's TCP (include/net/tcp.h), in bytes.
+constexpr uint32_t kMssDefault = 536;    // TCP_MSS_DEFAULT
+constexpr uint32_t kMinMss = 88;         // TCP_MIN_MSS
+constexpr uint32_t kTcpHeader = 20;      // sizeof(struct tcphdr)
+constexpr uint32_t kSkbOverhead = 576;   // MAX_TCP_HEADER + skb_shared_info, per send buffer
+constexpr uint32_t kSkbStruct = 256;     // SKB_DATA_ALIGN(sizeof(struct sk_buff))
+constexpr uint32_t kInitCwnd = 10;       // TCP_INIT_CWND
+constexpr uint32_t kReorderingPlusOne = 4;
+constexpr uint32_t kPingPongThresh = 1;  // TCP_PINGPONG_THRESH
+
+/**
+ * Marks the last byte of an application's write: a segment holding it is one
+ * Linux would send with PSH set (tcp_push marks the write's last skb).
+ */
+class MagnetPushTag : public Tag
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("ns3::MagnetPushTag").SetParent<Tag>().AddConstructor<MagnetPushTag>();
+        return tid;
+    }
+
+    TypeId GetInstanceTypeId() const override
+    {
+        return GetTypeId();
+    }
+
+    uint32_t GetSerializedSize() const override
+    {
+        return 0;
+    }
+
+    void Serialize(TagBuffer) const override
+    {
+    }
+
+    void Deserialize(TagBuffer) override
+    {
+    }
+
+    void Print(std::ostream& os) const override
+    {
+        os << "PSH";
+    }
+};
+
+uint64_t
+RoundUpPow2(uint64_t v)
+{
+    uint64_t p = 1;
+    while (p < v)
+    {
+        p <<= 1;
+    }
+    return p;
+}
+
+} // namespace
+
+TypeId
+MagnetLinuxTcpSocket::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::MagnetLinuxTcpSocket")
+            .SetParent<TcpSocketBase>()
+            .SetGroupName("Internet")
+            .AddConstructor<MagnetLinuxTcpSocket>()
+            .AddAttribute("Tick", "The kernel's jiffy: its timers run on it (HZ = 250: 4 ms).",
+                          TimeValue(MilliSeconds(4)),
+                          MakeTimeAccessor(&MagnetLinuxTcpSocket::m_tick),
+                          MakeTimeChecker(NanoSeconds(1)))
+            .AddAttribute("AtoMin", "TCP_ATO_MIN and TCP_DELACK_MIN: the delayed-ACK timeout's start.",
+                          TimeValue(MilliSeconds(40)),
+                          MakeTimeAccessor(&MagnetLinuxTcpSocket::m_atoMin),
+                          MakeTimeChecker(NanoSeconds(1)))
+            .AddAttribute("DelAckMax", "icsk_delack_max: the longest an ACK is delayed (TCP_DELACK_MAX).",
+                          TimeValue(MilliSeconds(200)),
+                          MakeTimeAccessor(&MagnetLinuxTcpSocket::m_delAckMax),
+                          MakeTimeChecker(NanoSeconds(1)))
+            .AddAttribute("MaxQuickAcks", "TCP_MAX_QUICKACKS: segments ACKed at once at the start.",
+                          UintegerValue(16),
+                          MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_maxQuickAcks),
+                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute("QuickAckAlways", "The route option quickack: every segment ACKed at once.",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&MagnetLinuxTcpSocket::m_quickAckAlways),
+                          MakeBooleanChecker())
+            .AddAttribute("SlowStartAfterIdle", "tcp_slow_start_after_idle.",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&MagnetLinuxTcpSocket::m_slowStartAfterIdle),
+                          MakeBooleanChecker())
+            .AddAttribute("TailLossProbe", "tcp_early_retrans = 3: tail loss probes (with SACK).",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&MagnetLinuxTcpSocket::m_tlp),
+                          MakeBooleanChecker())
+            .AddAttribute("RmemDefault", "tcp_rmem[1]: the receive memory a socket starts with.",
+                          UintegerValue(131072),
+                          MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_rmemDefault),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute("RmemMax", "tcp_rmem[2]: what autotuning may grow it to.",
+                          UintegerValue(33554432),
+                          MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_rmemMax),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute("WmemDefault", "tcp_wmem[1]: the send memory a socket starts with.",
+                          UintegerValue(16384),
+                          MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_wmemDefault),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute("WmemMax", "tcp_wmem[2]: what expansion may grow it to.",
+                          UintegerValue(4194304),
+                          MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_wmemMax),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute("SoRcvBuf", "SO_RCVBUF as given (Linux doubles it and stops autotuning); 0: autotune.",
+                          UintegerValue(0),
+                          MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_soRcvBuf),
+                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute("SoSndBuf", "SO_SNDBUF as given (Linux doubles it and stops expanding it); 0: autotune.",
+                          UintegerValue(0),
+                          MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_soSndBuf),
+                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute("ScalingRatio",
+                          "Data per byte of receive memory for a full-sized segment (scaling_ratio "
+                          "/ 256; 0.625 measured for 1500-byte frames from a TUN device).",
+                          DoubleValue(0.625),
+                          MakeDoubleAccessor(&MagnetLinuxTcpSocket::m_scalingRatio),
+                          MakeDoubleChecker<double>(0.01, 1.0));
+    return tid;
+}
+
+MagnetLinuxTcpSocket::MagnetLinuxTcpSocket() = default;
+
+MagnetLinuxTcpSocket::MagnetLinuxTcpSocket(const MagnetLinuxTcpSocket& sock)
+    : TcpSocketBase(sock),
+      m_tick(sock.m_tick),
+      m_atoMin(sock.m_atoMin),
+      m_delAckMax(sock.m_delAckMax),
+      m_maxQuickAcks(sock.m_maxQuickAcks),
+      m_quickAckAlways(sock.m_quickAckAlways),
+      m_slowStartAfterIdle(sock.m_slowStartAfterIdle),
+      m_tlp(sock.m_tlp),
+      m_rmemDefault(sock.m_rmemDefault),
+      m_rmemMax(sock.m_rmemMax),
+      m_wmemDefault(sock.m_wmemDefault),
+      m_wmemMax(sock.m_wmemMax),
+      m_soRcvBuf(sock.m_soRcvBuf),
+      m_soSndBuf(sock.m_soSndBuf),
+      m_scalingRatio(sock.m_scalingRatio),
+      m_userNoDelay(sock.m_userNoDelay),
+      m_sndBuf(sock.m_sndBuf)
+{
+    // A forked (accepted) socket starts its connection afresh: only the settings are copied.
+}
+
+MagnetLinuxTcpSocket::~MagnetLinuxTcpSocket() = default;
+
+TypeId
+MagnetLinuxTcpSocket::GetInstanceTypeId() const
+{
+    return GetTypeId();
+}
+
+Ptr<TcpSocketBase>
+MagnetLinuxTcpSocket::Fork()
+{
+    return CopyObject<MagnetLinuxTcpSocket>(this);
+}
+
+void
+MagnetLinuxTcpSocket::DoDispose()
+{
+    Simulator::Cancel(m_delAckTimer);
+    Simulator::Cancel(m_probeTimer);
+    TcpSocketBase::DoDispose();
+}
+
+const MagnetLinuxTcpSocket::AckStats&
+MagnetLinuxTcpSocket::GetAckStats() const
+{
+    return m_stats;
+}
+
+Time
+MagnetLinuxTcpSocket::GetAto() const
+{
+    return FromJiffies(m_ato);
+}
+
+uint32_t
+MagnetLinuxTcpSocket::GetWindowClamp() const
+{
+    return m_windowClamp;
+}
+
+uint32_t
+MagnetLinuxTcpSocket::GetRcvBuf() const
+{
+    return static_cast<uint32_t>(m_rcvBuf);
+}
+
+uint32_t
+MagnetLinuxTcpSocket::GetSndBuf() const
+{
+    return static_cast<uint32_t>(m_sndBuf);
+}
+
+// ----------------------------------------------------------------- time ---
+int64_t
+MagnetLinuxTcpSocket::Jiffies(Time t) const
+{
+    return t.GetNanoSeconds() / m_tick.GetNanoSeconds();
+}
+
+Time
+MagnetLinuxTcpSocket::FromJiffies(int64_t j) const
+{
+    return NanoSeconds(j * m_tick.GetNanoSeconds());
+}
+
+namespace
+{
+
+/** usecs_to_jiffies: a duration in whole ticks, rounded up. */
+int64_t
+Ticks(Time d, Time tick)
+{
+    return (d.GetNanoSeconds() + tick.GetNanoSeconds() - 1) / tick.GetNanoSeconds();
+}
+
+} // namespace
+
+// ------------------------------------------------------------ receiving ---
+bool
+MagnetLinuxTcpSocket::Pushed(Ptr<const Packet> packet) const
+{
+    ByteTagIterator it = packet->GetByteTagIterator();
+    while (it.HasNext())
+    {
+        if (it.Next().GetTypeId() == MagnetPushTag::GetTypeId())
+        {
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+MagnetLinuxTcpSocket::ReceivedData(Ptr<Packet> packet, const TcpHeader& tcpHeader)
+{
+    InitBufferSpace();
+    Ptr<TcpRxBuffer> rx = m_tcb->m_rxBuffer;
+    SequenceNumber32 expected = rx->NextRxSequence();
+    if (!m_seqInit)
+    {
+        m_seqInit = true;
+        m_copiedSeq = m_rcvqSeq = expected;
+        m_rcvqTime = Simulator::Now();
+    }
+    uint32_t len = packet->GetSize();
+    bool pushed = Pushed(packet);
+    bool inOrder = tcpHeader.GetSequenceNumber() <= expected;
+    if (!rx->Add(packet, tcpHeader))
+    {
+        // Nothing new (a retransmission) or out of the window: tcp_data_queue's out_of_window.
+        EnterQuickAckMode(m_maxQuickAcks);
+        m_pending |= kSched;
+        SendAck();
+        return;
+    }
+    if (inOrder)
+    {
+        EventDataRecv(len, pushed, tcpHeader);
+    }
+    bool advanced = rx->NextRxSequence() > expected;
+    if (advanced && !m_shutdownRecv)
+    {
+        m_inReceive = true;
+        m_readInReceive = 0;
+        NotifyDataRecv(); // the application may read now; its ACK check waits for ours
+        m_inReceive = false;
+    }
+    if (advanced && rx->Finished() && (tcpHeader.GetFlags() & TcpHeader::FIN) == 0)
+    {
+        DoPeerClose();
+        return;
+    }
+    bool hole = rx->Size() > rx->Available();
+    bool filled = rx->NextRxSequence() > expected + len;
+    if (hole || filled)
+    {
+        // Out-of-order data, or a hole filled: Linux ACKs at once (the first three of a
+        // run of duplicate ACKs; later ones it compresses by up to 1 ms).
+        m_pending |= kSched;
+        SendAck();
+    }
+    else
+    {
+        AckSndCheck();
+    }
+    if (m_readInReceive)
+    {
+        CleanupRbuf(m_readInReceive);
+    }
+}
+
+void
+MagnetLinuxTcpSocket::EventDataRecv(uint32_t len, bool pushed, const TcpHeader& header)
+{
+    m_pending |= kSched;
+    MeasureRcvMss(len, pushed);
+    RcvRttMeasure(header, len);
+    const int64_t now = Jiffies(Simulator::Now());
+    const int64_t atoMin = Ticks(m_atoMin, m_tick);
+    const int64_t rto = Ticks(m_rto.Get(), m_tick);
+    if (m_ato == 0)
+    {
+        // The first data: start the delayed-ACK engine in quick-ACK mode.
+        IncrQuickAck(m_maxQuickAcks);
+        m_ato = atoMin;
+    }
+    else
+    {
+        int64_t m = now - m_lrcvtime;
+        if (m <= atoMin / 2)
+        {
+            m_ato = (m_ato >> 1) + atoMin / 2;
+        }
+        else if (m < m_ato)
+        {
+            m_ato = std::min((m_ato >> 1) + m, rto);
+        }
+        else if (m > rto)
+        {
+            IncrQuickAck(m_maxQuickAcks); // a long gap: ACK quickly again
+        }
+    }
+    m_lrcvtime = now;
+    if (len >= 128)
+    {
+        GrowWindow(len);
+    }
+}
+
+void
+MagnetLinuxTcpSocket::MeasureRcvMss(uint32_t len, bool pushed)
+{
+    uint32_t lss = m_lastSegSize;
+    m_lastSegSize = 0;
+    if (len >= m_rcvMss)
+    {
+        if (len != m_rcvMss && m_ratio != m_scalingRatio)
+        {
+            // The first segment of a new size tells the skb's truesize: scaling_ratio.
+            m_ratio = m_scalingRatio;
+            m_windowClamp = std::max(m_windowClamp, WinFromSpace(m_rcvBuf)); // tcp_set_window_clamp
+            m_rcvSsthresh = std::max(m_rcvSsthresh, std::min(m_rcvWnd, m_windowClamp));
+            m_rcvqSpace = std::min(m_rcvqSpace, m_windowClamp);
+        }
+        m_rcvMss = std::min(len, m_tcb->m_segmentSize);
+        if (pushed)
+        {
+            m_pending |= kPushed; // a full segment ending a write: ACK once the reader drains it
+        }
+        return;
+    }
+    // A short segment.  Counted with its header as Linux does (timestamps: 12 bytes more).
+    uint32_t header = kTcpHeader + (m_timestampEnabled ? 12 : 0);
+    uint32_t withHeader = len + header;
+    if (withHeader >= kMssDefault + kTcpHeader || (withHeader >= kMinMss + kTcpHeader && !pushed))
+    {
+        m_lastSegSize = len;
+        if (len == lss)
+        {
+            m_rcvMss = len; // two alike: the peer's segments are this small
+            return;
+        }
+    }
+    if (m_pending & kPushed)
+    {
+        m_pending |= kPushed2;
+    }
+    m_pending |= kPushed;
+}
+
+void
+MagnetLinuxTcpSocket::IncrQuickAck(uint32_t max)
+{
+    uint32_t quickacks = m_rcvWnd / (2 * std::max<uint32_t>(1, m_rcvMss));
+    if (quickacks == 0)
+    {
+        quickacks = 2;
+    }
+    m_quick = std::max(m_quick, std::min(quickacks, max));
+}
+
+void
+MagnetLinuxTcpSocket::EnterQuickAckMode(uint32_t max)
+{
+    IncrQuickAck(max);
+    m_pingpong = 0;
+    m_ato = Ticks(m_atoMin, m_tick);
+}
+
+bool
+MagnetLinuxTcpSocket::InPingPongMode() const
+{
+    return m_pingpong >= kPingPongThresh;
+}
+
+bool
+MagnetLinuxTcpSocket::InQuickAckMode() const
+{
+    return m_quickAckAlways || (m_quick && !InPingPongMode());
+}
+
+void
+MagnetLinuxTcpSocket::AckSndCheck()
+{
+    if (!(m_pending & kSched))
+    {
+        return;
+    }
+    auto unacked = static_cast<uint32_t>(m_tcb->m_rxBuffer->NextRxSequence() - m_rcvWup);
+    if ((unacked > m_rcvMss && SelectWindow() >= m_rcvWnd) || InQuickAckMode() || (m_pending & kNow))
+    {
+        if (InQuickAckMode())
+        {
+            m_stats.quick++;
+        }
+        SendAck();
+        return;
+    }
+    SendDelayedAck();
+}
+
+void
+MagnetLinuxTcpSocket::SendDelayedAck()
+{
+    int64_t ato = m_ato;
+    const int64_t delackMin = Ticks(m_atoMin, m_tick);
+    if (ato > delackMin)
+    {
+        int64_t maxAto = Ticks(MilliSeconds(500), m_tick); // HZ / 2
+        if (InPingPongMode() || (m_pending & kPushed))
+        {
+            maxAto = Ticks(MilliSeconds(200), m_tick); // TCP_DELACK_MAX
+        }
+        if (m_tcb->m_srtt.Get().IsStrictlyPositive())
+        {
+            maxAto = std::min(maxAto, std::max(Ticks(m_tcb->m_srtt.Get(), m_tick), delackMin));
+        }
+        ato = std::min(ato, maxAto);
+    }
+    ato = std::min(ato, Ticks(m_delAckMax, m_tick));
+    const int64_t now = Jiffies(Simulator::Now());
+    int64_t timeout = now + ato;
+    if (m_pending & kTimer)
+    {
+        if (m_ackTimeout <= now + (ato >> 2))
+        {
+            SendAck(); // the timer is about to fire anyway
+            return;
+        }
+        timeout = std::min(timeout, m_ackTimeout);
+    }
+    m_pending |= kSched | kTimer;
+    if (timeout != m_ackTimeout || !m_delAckTimer.IsPending())
+    {
+        m_ackTimeout = timeout;
+        Simulator::Cancel(m_delAckTimer);
+        m_delAckTimer = Simulator::Schedule(FromJiffies(timeout) - Simulator::Now(),
+                                            &MagnetLinuxTcpSocket::DelAckTimer, this);
+    }
+}
+
+void
+MagnetLinuxTcpSocket::DelAckTimer()
+{
+    if (!(m_pending & kTimer))
+    {
+        return;
+    }
+    m_pending &= ~kTimer;
+    if (m_pending & kSched)
+    {
+        if (!InPingPongMode())
+        {
+            m_ato = std::min(m_ato << 1, Ticks(m_rto.Get(), m_tick)); // missed: inflate ato
+        }
+        else
+        {
+            m_pingpong = 0;
+            m_ato = Ticks(m_atoMin, m_tick);
+        }
+        m_stats.delayed++;
+        SendAck();
+    }
+}
+
+void
+MagnetLinuxTcpSocket::SendAck()
+{
+    if (m_state == ESTABLISHED || m_state == FIN_WAIT_1 || m_state == FIN_WAIT_2)
+    {
+        m_stats.acks++;
+    }
+    SendEmptyPacket(TcpHeader::ACK);
+}
+
+void
+MagnetLinuxTcpSocket::AckSent()
+{
+    // tcp_event_ack_sent: tcp_dec_quickack_mode, then the delayed ACK is no longer owed.
+    if (m_quick)
+    {
+        uint32_t pkts = (m_pending & kSched) ? 1 : 0;
+        if (pkts >= m_quick)
+        {
+            m_quick = 0;
+            m_ato = m_ato ? Ticks(m_atoMin, m_tick) : 0;
+        }
+        else
+        {
+            m_quick -= pkts;
+        }
+    }
+    m_pending = 0;
+    Simulator::Cancel(m_delAckTimer);
+}
+
+void
+MagnetLinuxTcpSocket::CleanupRbuf(uint32_t copied)
+{
+    Ptr<TcpRxBuffer> rx = m_tcb->m_rxBuffer;
+    bool timeToAck = false;
+    if (m_pending & kSched)
+    {
+        bool drained = rx->Size() == 0;
+        timeToAck = static_cast<uint32_t>(rx->NextRxSequence() - m_rcvWup) > m_rcvMss ||
+                    (copied > 0 &&
+                     ((m_pending & kPushed2) || ((m_pending & kPushed) && !InPingPongMode())) &&
+                     drained);
+    }
+    if (copied > 0 && !timeToAck && !rx->GotFin())
+    {
+        // A read that doubles the window the peer may use is worth an ACK.
+        int64_t now = static_cast<int64_t>(m_rcvWup + m_rcvWnd - rx->NextRxSequence());
+        uint32_t current = static_cast<uint32_t>(std::max<int64_t>(0, now));
+        if (2 * static_cast<uint64_t>(current) <= m_windowClamp)
+        {
+            uint32_t next = SelectWindow();
+            timeToAck = next && next >= 2 * static_cast<uint64_t>(current);
+        }
+    }
+    if (timeToAck)
+    {
+        m_stats.onRead++;
+        SendAck();
+    }
+}
+
+Ptr<Packet>
+MagnetLinuxTcpSocket::Recv(uint32_t maxSize, uint32_t flags)
+{
+    Ptr<Packet> out = TcpSocketBase::Recv(maxSize, flags);
+    uint32_t copied = out ? out->GetSize() : 0;
+    if (copied && m_seqInit)
+    {
+        m_copiedSeq += copied;
+        RcvSpaceAdjust();
+        if (m_inReceive)
+        {
+            m_readInReceive += copied;
+        }
+        else
+        {
+            CleanupRbuf(copied);
+        }
+    }
+    return out;
+}
+
+// --------------------------------------------------- the receive window ---
+uint32_t
+MagnetLinuxTcpSocket::WinFromSpace(uint64_t space) const
+{
+    return static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, static_cast<uint64_t>(space * m_ratio)));
+}
+
+uint64_t
+MagnetLinuxTcpSocket::SpaceFromWin(uint64_t win) const
+{
+    return static_cast<uint64_t>(static_cast<double>(win) / m_ratio);
+}
+
+void
+MagnetLinuxTcpSocket::InitBufferSpace()
+{
+    if (m_bufferInit)
+    {
+        return;
+    }
+    m_bufferInit = true;
+    // TcpSocketBase would refuse data beyond its buffer: make it as large as
+    // Linux's could grow (and the window scale Linux's, from tcp_rmem[2]); the
+    // window advertised is this model's.
+    m_tcb->m_rxBuffer->SetMaxBufferSize(std::max(m_rmemMax, 2 * m_soRcvBuf));
+    m_rcvBuf = m_soRcvBuf ? 2 * static_cast<uint64_t>(m_soRcvBuf) : m_rmemDefault;
+    m_ratio = 0.5; // TCP_DEFAULT_SCALING_RATIO, until a full segment has been seen
+    const uint32_t mss = m_tcb->m_segmentSize;
+    const uint32_t full = WinFromSpace(m_rcvBuf);
+    m_rcvWnd = full > mss ? full - full % mss : full; // tcp_select_initial_window
+    m_windowClamp = full;                             // tcp_init_buffer_space ...
+    if (m_windowClamp > 2 * mss && m_windowClamp + mss > full)
+    {
+        m_windowClamp = std::max(2 * mss, full - mss); // ... reserving one segment
+    }
+    m_rcvSsthresh = std::min(m_rcvWnd, m_windowClamp);
+    m_rcvqSpace = std::min({m_rcvSsthresh, m_rcvWnd, kInitCwnd * mss});
+    m_rcvMss = std::max(kMinMss, std::min({mss, m_rcvWnd / 2, kMssDefault})); // tcp_initialize_rcv_mss
+}
+
+uint32_t
+MagnetLinuxTcpSocket::FreeSpace() const
+{
+    // tcp_space: the memory left, as window; queued data costs its truesize.
+    uint64_t used = SpaceFromWin(m_tcb->m_rxBuffer->Size());
+    return m_rcvBuf > used ? WinFromSpace(m_rcvBuf - used) : 0;
+}
+
+uint32_t
+MagnetLinuxTcpSocket::SelectWindow() const
+{
+    // __tcp_select_window
+    uint32_t mss = m_rcvMss;
+    uint32_t freeSpace = FreeSpace();
+    uint32_t allowed = WinFromSpace(m_rcvBuf);
+    uint32_t full = std::min(m_windowClamp, allowed);
+    if (mss > full)
+    {
+        mss = full;
+        if (mss == 0)
+        {
+            return 0;
+        }
+    }
+    const uint32_t unit = 1u << m_rcvWindShift;
+    if (freeSpace < full / 2)
+    {
+        const_cast<MagnetLinuxTcpSocket*>(this)->m_quick = 0;
+        freeSpace -= freeSpace % unit;
+        if (freeSpace < allowed / 16 || freeSpace < mss)
+        {
+            return 0;
+        }
+    }
+    freeSpace = std::min(freeSpace, m_rcvSsthresh);
+    if (m_rcvWindShift)
+    {
+        return (freeSpace + unit - 1) / unit * unit;
+    }
+    uint32_t window = m_rcvWnd;
+    if (window + mss <= freeSpace || window > freeSpace)
+    {
+        window = freeSpace - freeSpace % mss;
+    }
+    else if (mss == full && freeSpace > window + full / 2)
+    {
+        window = freeSpace;
+    }
+    return window;
+}
+
+uint16_t
+MagnetLinuxTcpSocket::AdvertisedWindowSize(bool scale) const
+{
+    auto self = const_cast<MagnetLinuxTcpSocket*>(this);
+    self->InitBufferSpace();
+    if (!scale)
+    {
+        return static_cast<uint16_t>(std::min<uint32_t>(m_rcvWnd, m_maxWinSize)); // SYN: unscaled
+    }
+    Ptr<TcpRxBuffer> rx = m_tcb->m_rxBuffer;
+    SequenceNumber32 next = rx->NextRxSequence();
+    uint32_t window;
+    if (rx->GotFin())
+    {
+        window = m_rcvWnd; // nothing more will come: keep what was offered
+    }
+    else
+    {
+        // tcp_select_window: never shrink the offered right edge.
+        int64_t offered = static_cast<int64_t>(m_rcvWup + m_rcvWnd - next);
+        uint32_t current = static_cast<uint32_t>(std::max<int64_t>(0, offered));
+        window = SelectWindow();
+        if (window < current)
+        {
+            const uint32_t unit = 1u << m_rcvWindShift;
+            window = (current + unit - 1) / unit * unit;
+        }
+    }
+    self->m_rcvWnd = window;
+    self->m_rcvWup = next;
+    self->m_advWnd = window;
+    return static_cast<uint16_t>(std::min<uint32_t>(window >> m_rcvWindShift, m_maxWinSize));
+}
+
+void
+MagnetLinuxTcpSocket::GrowWindow(uint32_t len)
+{
+    // tcp_grow_window: a full-sized segment of a well-sized skb raises rcv_ssthresh by
+    // two segments, up to the clamp and the memory left, and asks for a quick ACK.
+    int64_t room = static_cast<int64_t>(std::min(m_windowClamp, FreeSpace())) - m_rcvSsthresh;
+    if (room <= 0)
+    {
+        return;
+    }
+    uint32_t incr = std::max(2 * m_tcb->m_segmentSize, 2 * len);
+    m_rcvSsthresh += static_cast<uint32_t>(std::min<int64_t>(room, incr));
+    m_quick |= 1;
+}
+
+void
+MagnetLinuxTcpSocket::RcvSpaceAdjust()
+{
+    // tcp_rcv_space_adjust: once a receiver's RTT, grow the buffer to hold twice what
+    // the application read in it (four times while that grows), up to tcp_rmem[2].
+    Time now = Simulator::Now();
+    if (m_rcvRtt.IsZero() || now - m_rcvqTime < m_rcvRtt)
+    {
+        return;
+    }
+    uint32_t copied = m_copiedSeq - m_rcvqSeq;
+    if (copied > m_rcvqSpace)
+    {
+        if (m_soRcvBuf == 0)
+        {
+            const uint64_t advmss = m_tcb->m_segmentSize;
+            uint64_t rcvwin = 2 * static_cast<uint64_t>(copied) + 16 * advmss;
+            uint64_t grow = rcvwin * (copied - m_rcvqSpace) / std::max<uint32_t>(1, m_rcvqSpace);
+            rcvwin += grow << 1;
+            uint64_t rcvbuf = std::min<uint64_t>(SpaceFromWin(rcvwin), m_rmemMax);
+            if (rcvbuf > m_rcvBuf)
+            {
+                m_rcvBuf = rcvbuf;
+                m_windowClamp = WinFromSpace(rcvbuf);
+            }
+        }
+        m_rcvqSpace = copied;
+    }
+    m_rcvqSeq = m_copiedSeq;
+    m_rcvqTime = now;
+}
+
+void
+MagnetLinuxTcpSocket::RcvRttMeasure(const TcpHeader& header, uint32_t len)
+{
+    // The receiver's RTT (rcv_rtt_est), which paces autotuning: from the timestamp
+    // the peer echoes (tcp_rcv_rtt_measure_ts), else once per window of data
+    // (tcp_rcv_rtt_measure, which only lowers it).
+    auto update = [this](Time sample, bool windowed) {
+        if (m_rcvRtt.IsZero() || sample < m_rcvRtt)
+        {
+            m_rcvRtt = sample;
+        }
+        else if (!windowed)
+        {
+            m_rcvRtt = m_rcvRtt - m_rcvRtt / 8 + sample / 8;
+        }
+    };
+    Time now = Simulator::Now();
+    SequenceNumber32 next = m_tcb->m_rxBuffer->NextRxSequence();
+    if (m_rcvRttTime.IsZero() || next >= m_rcvRttSeq)
+    {
+        if (!m_rcvRttTime.IsZero())
+        {
+            update(std::max(now - m_rcvRttTime, MicroSeconds(1)), true);
+        }
+        m_rcvRttSeq = next + m_rcvWnd;
+        m_rcvRttTime = now;
+    }
+    if (m_timestampEnabled && header.HasOption(TcpOption::TS))
+    {
+        auto ts = DynamicCast<const TcpOptionTS>(header.GetOption(TcpOption::TS));
+        uint32_t ecr = ts->GetEcho();
+        if (ecr && ecr != m_lastTsEcr && len >= m_rcvMss)
+        {
+            m_lastTsEcr = ecr;
+            update(std::max(TcpOptionTS::ElapsedTimeFromTsValue(ecr), MilliSeconds(1)), false);
+        }
+    }
+}
+
+// -------------------------------------------------------------- sending ---
+int
+MagnetLinuxTcpSocket::Send(Ptr<Packet> p, uint32_t flags)
+{
+    SlowStartAfterIdleCheck();
+    uint32_t size = p->GetSize();
+    if (size == 0)
+    {
+        return TcpSocketBase::Send(p, flags);
+    }
+    // Tag the write's last byte: the segment that carries it is sent with PSH.
+    Ptr<Packet> last = p->CreateFragment(size - 1, 1);
+    last->AddByteTag(MagnetPushTag());
+    Ptr<Packet> tagged = p->CreateFragment(0, size - 1);
+    tagged->AddAtEnd(last);
+    return TcpSocketBase::Send(tagged, flags);
+}
+
+void
+MagnetLinuxTcpSocket::SetTcpNoDelay(bool noDelay)
+{
+    m_userNoDelay = noDelay;
+    TcpSocketBase::SetTcpNoDelay(noDelay);
+}
+
+bool
+MagnetLinuxTcpSocket::GetTcpNoDelay() const
+{
+    return m_userNoDelay;
+}
+
+void
+MagnetLinuxTcpSocket::UpdateNagle() const
+{
+    // Minshall's Nagle (tcp_nagle_check, tcp_minshall_check): TcpSocketBase holds a
+    // short segment while anything is unacknowledged unless m_noDelay; Linux only
+    // while an earlier short segment is.
+    bool shortOut = m_sentShort && m_sndSml > m_txBuffer->HeadSequence() &&
+                    m_sndSml <= m_tcb->m_highTxMark.Get();
+    const_cast<MagnetLinuxTcpSocket*>(this)->m_noDelay = m_userNoDelay || !shortOut;
+}
+
+uint32_t
+MagnetLinuxTcpSocket::AvailableWindow() const
+{
+    UpdateNagle(); // SendPendingData asks for the window before each segment
+    return TcpSocketBase::AvailableWindow();
+}
+
+uint32_t
+MagnetLinuxTcpSocket::SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, bool withAck)
+{
+    bool fresh = seq >= m_tcb->m_highTxMark.Get();
+    uint32_t sz = TcpSocketBase::SendDataPacket(seq, maxSize, withAck);
+    if (fresh && sz < m_tcb->m_segmentSize)
+    {
+        m_sndSml = seq + sz; // tcp_minshall_update
+        m_sentShort = true;
+    }
+    if (fresh && sz)
+    {
+        m_lastSeq = seq;
+        m_lastLen = sz;
+    }
+    if (sz)
+    {
+        // tcp_event_data_sent: answering within ato of receiving counts towards ping-pong.
+        if (m_ato && Jiffies(Simulator::Now()) - m_lrcvtime < m_ato && m_pingpong < 255)
+        {
+            m_pingpong++;
+        }
+        m_lsndtime = Simulator::Now();
+        m_sentData = true;
+    }
+    if (withAck)
+    {
+        AckSent();
+    }
+    if (fresh && sz && !m_sendingProbe)
+    {
+        ScheduleLossProbe();
+    }
+    return sz;
+}
+
+void
+MagnetLinuxTcpSocket::SendEmptyPacket(uint8_t flags)
+{
+    TcpSocketBase::SendEmptyPacket(flags);
+    if (flags & TcpHeader::ACK)
+    {
+        AckSent();
+    }
+}
+
+Time
+MagnetLinuxTcpSocket::CalculateRttSample(const TcpHeader& tcpHeader, const RttHistory& rttHistory)
+{
+    // Linux times each segment from its send (to the microsecond) and uses the
+    // timestamp echo (in ms) only for retransmitted data.
+    if (tcpHeader.GetAckNumber() < rttHistory.seq + SequenceNumber32(rttHistory.count))
+    {
+        return Time(0);
+    }
+    if (!rttHistory.retx)
+    {
+        return std::max(Simulator::Now() - rttHistory.time, MicroSeconds(1));
+    }
+    if (m_timestampEnabled && tcpHeader.HasOption(TcpOption::TS))
+    {
+        auto ts = DynamicCast<const TcpOptionTS>(tcpHeader.GetOption(TcpOption::TS));
+        return std::max(TcpOptionTS::ElapsedTimeFromTsValue(ts->GetEcho()), MilliSeconds(1));
+    }
+    return Time(0);
+}
+
+void
+MagnetLinuxTcpSocket::EstimateRtt(const TcpHeader& tcpHeader)
+{
+    if (auto linux = DynamicCast<MagnetLinuxRttEstimator>(m_rtt))
+    {
+        SequenceNumber32 una = std::max(m_txBuffer->HeadSequence(), tcpHeader.GetAckNumber());
+        linux->SetWindow(una, m_tcb->m_highTxMark.Get());
+    }
+    TcpSocketBase::EstimateRtt(tcpHeader);
+}
+
+void
+MagnetLinuxTcpSocket::SlowStartAfterIdleCheck()
+{
+    // tcp_slow_start_after_idle_check / tcp_cwnd_restart
+    if (!m_slowStartAfterIdle || !m_sentData || m_tcb->m_highTxMark.Get() > m_txBuffer->HeadSequence() ||
+        m_congestionControl->HasCongControl())
+    {
+        return;
+    }
+    const int64_t rto = Ticks(m_rto.Get(), m_tick);
+    int64_t delta = Jiffies(Simulator::Now()) - Jiffies(m_lsndtime);
+    if (delta <= rto)
+    {
+        return;
+    }
+    const uint32_t seg = m_tcb->m_segmentSize;
+    uint32_t cwnd = m_tcb->m_cWnd.Get() / seg;
+    uint32_t restart = std::min(GetInitialCwnd(), cwnd);
+    if (m_tcb->m_congState != TcpSocketState::CA_CWR && m_tcb->m_congState != TcpSocketState::CA_RECOVERY)
+    {
+        m_tcb->m_ssThresh = std::max(m_tcb->m_ssThresh.Get(), ((cwnd >> 1) + (cwnd >> 2)) * seg);
+    }
+    while ((delta -= rto) > 0 && cwnd > restart)
+    {
+        cwnd >>= 1;
+    }
+    m_tcb->m_cWnd = std::max(cwnd, restart) * seg;
+    m_tcb->m_cWndInfl = m_tcb->m_cWnd;
+}
+
+uint32_t
+MagnetLinuxTcpSocket::PerMss() const
+{
+    // tcp_sndbuf_expand: the memory of one full segment's skb.
+    uint32_t mssClamp = m_tcb->m_segmentSize + (m_timestampEnabled ? 12 : 0);
+    return static_cast<uint32_t>(RoundUpPow2(mssClamp + kSkbOverhead) + kSkbStruct);
+}
+
+void
+MagnetLinuxTcpSocket::ApplySndBuf()
+{
+    // Linux takes writes while the queued memory is below sk_sndbuf; with page
+    // fragments that is about as many bytes of data (46336 for 46080 measured).
+    m_txBuffer->SetMaxBufferSize(static_cast<uint32_t>(m_sndBuf));
+}
+
+void
+MagnetLinuxTcpSocket::SndBufExpand()
+{
+    if (m_soSndBuf)
+    {
+        return;
+    }
+    const uint32_t seg = m_tcb->m_segmentSize;
+    uint32_t cwnd = m_tcb->m_cWnd.Get() / seg;
+    if (m_sndBuf && BytesInFlight() / seg >= cwnd)
+    {
+        return; // the window is full: tcp_should_expand_sndbuf says no
+    }
+    uint64_t segs = std::max({kInitCwnd, cwnd, kReorderingPlusOne});
+    uint64_t sndmem = 2 * segs * PerMss();
+    if (m_sndBuf < sndmem)
+    {
+        m_sndBuf = std::min<uint64_t>(sndmem, m_wmemMax);
+        ApplySndBuf();
+    }
+}
+
+void
+MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
+                                 bool scoreboardUpdated,
+                                 uint32_t currentDelivered,
+                                 const SequenceNumber32& oldHeadSequence,
+                                 bool receivedData)
+{
+    TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence,
+                              receivedData);
+    if (m_probeOut && ackNumber >= m_tlpHighSeq)
+    {
+        m_probeOut = false; // the probe's episode is over
+    }
+    SndBufExpand();
+    Simulator::Cancel(m_probeTimer);
+    if (ackNumber > oldHeadSequence)
+    {
+        ScheduleLossProbe(); // tcp_set_xmit_timer: an ACK of new data re-arms the probe
+    }
+}
+
+// ------------------------------------------------------ tail loss probe ---
+void
+MagnetLinuxTcpSocket::ScheduleLossProbe()
+{
+    // tcp_schedule_loss_probe
+    SequenceNumber32 una = m_txBuffer->HeadSequence();
+    SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
+    bool open = m_tcb->m_congState == TcpSocketState::CA_OPEN ||
+                m_tcb->m_congState == TcpSocketState::CA_CWR;
+    if (!m_tlp || !m_sackEnabled || nxt <= una || !open || m_probeOut)
+    {
+        return;
+    }
+    Time srtt = m_tcb->m_srtt.Get();
+    Time timeout = Seconds(1); // TCP_TIMEOUT_INIT
+    if (srtt.IsStrictlyPositive())
+    {
+        bool one = static_cast<uint32_t>(nxt - una) <= m_tcb->m_segmentSize;
+        timeout = FromJiffies(Ticks(2 * srtt, m_tick)) + (one ? MilliSeconds(200) : 2 * m_tick);
+    }
+    if (m_retxEvent.IsPending())
+    {
+        timeout = std::min(timeout, Simulator::GetDelayLeft(m_retxEvent));
+    }
+    Simulator::Cancel(m_probeTimer);
+    m_probeTimer = Simulator::Schedule(timeout, &MagnetLinuxTcpSocket::LossProbe, this);
+}
+
+void
+MagnetLinuxTcpSocket::LossProbe()
+{
+    // tcp_send_loss_probe: new data if the peer's window lets it go, else the last
+    // segment again; then the RTO restarts from now.
+    SequenceNumber32 una = m_txBuffer->HeadSequence();
+    SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
+    if (nxt <= una || m_probeOut)
+    {
+        return;
+    }
+    m_sendingProbe = true;
+    uint32_t unsent = m_txBuffer->SizeFromSequence(nxt);
+    uint32_t window = m_rWnd.Get() > static_cast<uint32_t>(nxt - una) ? m_rWnd.Get() - (nxt - una) : 0;
+    uint32_t sent = 0;
+    if (unsent && window)
+    {
+        sent = SendDataPacket(nxt, std::min({unsent, window, m_tcb->m_segmentSize}), true);
+        m_tcb->m_nextTxSequence = std::max(m_tcb->m_nextTxSequence.Get(), nxt + sent);
+    }
+    else if (m_lastLen && m_lastSeq >= una)
+    {
+        sent = SendDataPacket(m_lastSeq, m_lastLen, true);
+    }
+    m_sendingProbe = false;
+    if (!sent)
+    {
+        return;
+    }
+    m_stats.probes++;
+    m_probeOut = true;
+    m_tlpHighSeq = m_tcb->m_highTxMark.Get();
+    m_retxEvent.Cancel();
+    m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
+}
+
+void
+MagnetLinuxTcpSocket::ReTxTimeout()
+{
+    Simulator::Cancel(m_probeTimer);
+    m_probeOut = false;
+    TcpSocketBase::ReTxTimeout();
+}
+
+void
+MagnetLinuxTcpSocket::NotifyConstructionCompleted()
+{
+    TcpSocketBase::NotifyConstructionCompleted();
+    m_sndBuf = m_soSndBuf ? 2 * static_cast<uint64_t>(m_soSndBuf) : m_wmemDefault;
+    ApplySndBuf();
+}
+
+// --------------------------------------------------------------- factory ---
+TypeId
+MagnetLinuxTcpSocketFactory::GetTypeId()
+{
+    static TypeId tid = TypeId("ns3::MagnetLinuxTcpSocketFactory")
+                            .SetParent<SocketFactory>()
+                            .SetGroupName("Internet")
+                            .AddConstructor<MagnetLinuxTcpSocketFactory>();
+    return tid;
+}
+
+Ptr<Socket>
+MagnetLinuxTcpSocketFactory::CreateSocket()
+{
+    Ptr<Node> node = GetObject<Node>();
+    Ptr<TcpL4Protocol> tcp = node ? node->GetObject<TcpL4Protocol>() : nullptr;
+    NS_ABORT_MSG_UNLESS(tcp, "MagnetLinuxTcpSocketFactory: aggregate it to a node with TCP");
+    TypeIdValue cc;
+    TypeIdValue recovery;
+    tcp->GetAttribute("SocketType", cc);
+    tcp->GetAttribute("RecoveryType", recovery);
+    ObjectFactory ccFactory(cc.Get().GetName());
+    ObjectFactory recoveryFactory(recovery.Get().GetName());
+    auto socket = CreateObject<MagnetLinuxTcpSocket>();
+    socket->SetNode(node);
+    socket->SetTcp(tcp);
+    socket->SetRtt(CreateObject<MagnetLinuxRttEstimator>());
+    socket->SetCongestionControlAlgorithm(ccFactory.Create<TcpCongestionOps>());
+    socket->SetRecoveryAlgorithm(recoveryFactory.Create<TcpRecoveryOps>());
+    return socket;
+}
+
+} // namespace ns3

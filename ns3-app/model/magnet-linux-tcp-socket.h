@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#ifndef MAGNET_LINUX_TCP_SOCKET_H
+#define MAGNET_LINUX_TCP_SOCKET_H
+
+#include "ns3/event-id.h"
+#include "ns3/socket-factory.h"
+#include "ns3/tcp-socket-base.h"
+
+namespace ns3
+{
+
+/**
+ * @brief ns-3's TCP with the Linux 6.x mechanisms ns-3 lacks.
+ *
+ * TcpSocketBase does congestion control, SACK, recovery and the
+ * timestamps; this subclass makes the rest behave as Linux's
+ * (net/ipv4/tcp_input.c, tcp_output.c, tcp.c, tcp_timer.c of Linux 6.18):
+ *
+ * - **ACKs** (the receiver): quick ACKs for the first segments and after
+ *   an idle gap longer than the RTO (tcp_incr_quickack: up to 16); the
+ *   delayed-ACK timeout "ato" starting at 40 ms and adapting to the gaps
+ *   between segments (tcp_event_data_recv), bounded by the smoothed RTT and
+ *   200 ms (tcp_send_delayed_ack, on the kernel's 4 ms tick); an ACK as soon
+ *   as more than one full segment is unacknowledged (__tcp_ack_snd_check);
+ *   an ACK at once when the application has read everything and a pushed
+ *   segment was among it (tcp_cleanup_rbuf, tcp_measure_rcv_mss); a missed
+ *   delayed ACK doubling ato; ping-pong mode when this end answers within
+ *   ato.  A write's last byte carries a tag that stands for the PSH flag.
+ * - **Nagle** as Minshall's variant (tcp_nagle_check): a short segment is
+ *   held only while an earlier short segment is unacknowledged.
+ * - **RTT and RTO**: samples from each segment's send time, to the
+ *   microsecond (Linux prefers them to the timestamp echo, which it uses
+ *   only for retransmitted data), and Linux's estimator and RTO
+ *   (MagnetLinuxRttEstimator: srtt + rttvar, rttvar at least 200 ms).
+ * - **Slow start after idle** (tcp_cwnd_restart): a send after more than
+ *   an RTO with nothing in flight restarts from the initial window.
+ * - **Buffers with autotuning**: the receive window of tcp_rmem (131072
+ *   bytes of memory, data as scaling_ratio of it) grown per round trip with
+ *   what the application read (tcp_rcv_space_adjust) up to tcp_rmem[2],
+ *   advertised as rcv_ssthresh grows (tcp_grow_window: each growth asks for
+ *   a quick ACK); the send buffer of tcp_wmem expanded to twice the
+ *   congestion window (tcp_sndbuf_expand) up to tcp_wmem[2].  SO_RCVBUF and
+ *   SO_SNDBUF (the attributes, 0: autotuned) double the value and fix it.
+ * - **Tail loss probe** (tcp_schedule_loss_probe, tcp_send_loss_probe):
+ *   with SACK and nothing being recovered, a probe 2 srtt after the last
+ *   send (plus 200 ms with one segment out), new data if there is some
+ *   within the window, else the last segment again.
+ */
+class MagnetLinuxTcpSocket : public TcpSocketBase
+{
+  public:
+    static TypeId GetTypeId();
+
+    MagnetLinuxTcpSocket();
+    MagnetLinuxTcpSocket(const MagnetLinuxTcpSocket& sock);
+    ~MagnetLinuxTcpSocket() override;
+
+    TypeId GetInstanceTypeId() const override;
+
+    int Send(Ptr<Packet> p, uint32_t flags) override;
+    Ptr<Packet> Recv(uint32_t maxSize, uint32_t flags) override;
+    void SetTcpNoDelay(bool noDelay) override;
+    bool GetTcpNoDelay() const override;
+
+    /** What the receiver side did, for tests: ACKs sent, and of them delayed ones. */
+    struct AckStats
+    {
+        uint64_t acks{0};     //!< pure ACKs sent while established
+        uint64_t quick{0};    //!< ... in quick-ACK mode
+        uint64_t delayed{0};  //!< ... by the delayed-ACK timer
+        uint64_t onRead{0};   //!< ... when the reader drained the queue (tcp_cleanup_rbuf)
+        uint64_t probes{0};   //!< tail loss probes sent
+    };
+
+    const AckStats& GetAckStats() const;
+    Time GetAto() const;             //!< the current delayed-ACK timeout
+    uint32_t GetWindowClamp() const; //!< the largest window it will advertise now
+    uint32_t GetRcvBuf() const;      //!< sk_rcvbuf: memory, bytes
+    uint32_t GetSndBuf() const;      //!< sk_sndbuf: memory, bytes
+
+  protected:
+    Ptr<TcpSocketBase> Fork() override;
+    void ReceivedData(Ptr<Packet> packet, const TcpHeader& tcpHeader) override;
+    uint32_t SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, bool withAck) override;
+    void SendEmptyPacket(uint8_t flags) override;
+    uint32_t AvailableWindow() const override;
+    uint16_t AdvertisedWindowSize(bool scale = true) const override;
+    Time CalculateRttSample(const TcpHeader& tcpHeader, const RttHistory& rttHistory) override;
+    void EstimateRtt(const TcpHeader& tcpHeader) override;
+    void ProcessAck(const SequenceNumber32& ackNumber,
+                    bool scoreboardUpdated,
+                    uint32_t currentDelivered,
+                    const SequenceNumber32& oldHeadSequence,
+                    bool receivedData) override;
+    void ReTxTimeout() override;
+    void DoDispose() override;
+    void NotifyConstructionCompleted() override;
+
+  private:
+    // ---- receiving: ACKs (icsk_ack) ----
+    enum Pending : uint8_t
+    {
+        kSched = 1,   //!< ICSK_ACK_SCHED: an ACK is owed
+        kTimer = 2,   //!< ICSK_ACK_TIMER: the delayed-ACK timer runs
+        kPushed = 4,  //!< ICSK_ACK_PUSHED: a short (or pushed full) segment came
+        kPushed2 = 8, //!< ICSK_ACK_PUSHED2: a second one did
+        kNow = 16,    //!< ICSK_ACK_NOW: ACK the next segment at once
+    };
+
+    int64_t Jiffies(Time t) const;
+    Time FromJiffies(int64_t j) const;
+    void EventDataRecv(uint32_t len, bool pushed, const TcpHeader& header);
+    void MeasureRcvMss(uint32_t len, bool pushed);
+    void IncrQuickAck(uint32_t max);
+    void EnterQuickAckMode(uint32_t max);
+    bool InQuickAckMode() const;
+    bool InPingPongMode() const;
+    void AckSndCheck();
+    void SendDelayedAck();
+    void DelAckTimer();
+    void SendAck();
+    void AckSent();
+    void CleanupRbuf(uint32_t copied);
+    bool Pushed(Ptr<const Packet> packet) const;
+
+    // ---- receiving: the window (autotuning) ----
+    void InitBufferSpace();
+    uint32_t WinFromSpace(uint64_t space) const;
+    uint64_t SpaceFromWin(uint64_t win) const;
+    uint32_t FreeSpace() const;
+    uint32_t SelectWindow() const;
+    void GrowWindow(uint32_t len);
+    void RcvSpaceAdjust();
+    void RcvRttMeasure(const TcpHeader& header, uint32_t len);
+
+    // ---- sending ----
+    void UpdateNagle() const;
+    void SlowStartAfterIdleCheck();
+    void SndBufExpand();
+    void ApplySndBuf();
+    void ScheduleLossProbe();
+    void LossProbe();
+    uint32_t PerMss() const;
+
+    // Attributes
+    Time m_tick;           //!< the kernel's jiffy (HZ = 250: 4 ms)
+    Time m_atoMin;         //!< TCP_ATO_MIN, TCP_DELACK_MIN: 40 ms
+    Time m_delAckMax;      //!< icsk_delack_max: 200 ms (TCP_DELACK_MAX)
+    uint32_t m_maxQuickAcks; //!< TCP_MAX_QUICKACKS: 16
+    bool m_quickAckAlways; //!< route option quickack: every segment ACKed at once
+    bool m_slowStartAfterIdle;
+    bool m_tlp;            //!< tcp_early_retrans = 3: tail loss probes
+    uint32_t m_rmemDefault, m_rmemMax, m_wmemDefault, m_wmemMax; //!< tcp_rmem, tcp_wmem
+    uint32_t m_soRcvBuf, m_soSndBuf; //!< SO_RCVBUF, SO_SNDBUF as given (0: autotune)
+    double m_scalingRatio; //!< data per byte of receive memory, for a full-sized segment
+
+    // Receiver state
+    uint8_t m_pending{0};
+    mutable uint32_t m_quick{0};
+    uint32_t m_pingpong{0};
+    int64_t m_ato{0};      //!< jiffies; 0: no data received yet
+    int64_t m_lrcvtime{0}; //!< jiffies of the last data received
+    int64_t m_ackTimeout{0};
+    EventId m_delAckTimer;
+    uint32_t m_rcvMss{0};
+    uint32_t m_lastSegSize{0};
+    SequenceNumber32 m_rcvWup; //!< rcv_nxt when the last ACK was sent
+    bool m_seqInit{false};     //!< the sequence bookkeeping below starts with the first data
+    bool m_inReceive{false};   //!< inside ReceivedData: reads defer their ACK check
+    uint32_t m_readInReceive{0};
+    AckStats m_stats;
+
+    // Receive window (bytes of data unless said otherwise)
+    bool m_bufferInit{false};
+    double m_ratio{0.5};         //!< scaling_ratio now (TCP_DEFAULT_SCALING_RATIO until measured)
+    uint64_t m_rcvBuf{0};        //!< sk_rcvbuf: memory
+    uint32_t m_windowClamp{0};
+    uint32_t m_rcvSsthresh{0};
+    mutable uint32_t m_rcvWnd{0};
+    uint32_t m_rcvqSpace{0};
+    SequenceNumber32 m_rcvqSeq;   //!< copied_seq at the measurement's start
+    Time m_rcvqTime;
+    SequenceNumber32 m_copiedSeq; //!< what the application has read
+    Time m_rcvRtt;                //!< rcv_rtt_est: the receiver's RTT estimate (0: none)
+    SequenceNumber32 m_rcvRttSeq; //!< the windowed measurement ends when rcv_nxt passes this
+    Time m_rcvRttTime;            //!< ... which started then
+    uint32_t m_lastTsEcr{0};
+
+    // Sender state
+    bool m_userNoDelay{false};
+    SequenceNumber32 m_sndSml; //!< end of the last short segment sent (snd_sml)
+    bool m_sentShort{false};
+    SequenceNumber32 m_lastSeq; //!< the last segment of new data sent: what a probe resends
+    uint32_t m_lastLen{0};
+    Time m_lsndtime;           //!< when data was last sent
+    bool m_sentData{false};
+    uint64_t m_sndBuf{0};      //!< sk_sndbuf: memory
+    EventId m_probeTimer;
+    SequenceNumber32 m_tlpHighSeq; //!< a probe is out for this episode (tlp_high_seq)
+    bool m_probeOut{false};
+    bool m_sendingProbe{false};
+};
+
+/**
+ * @brief Makes MagnetLinuxTcpSockets: aggregate it to a node that has TCP,
+ * and give applications its TypeId as their Protocol.
+ */
+class MagnetLinuxTcpSocketFactory : public SocketFactory
+{
+  public:
+    static TypeId GetTypeId();
+
+    /** A MagnetLinuxTcpSocket of the node's TCP (its SocketType and RecoveryType). */
+    Ptr<Socket> CreateSocket() override;
+};
+
+} // namespace ns3
+
+#endif /* MAGNET_LINUX_TCP_SOCKET_H */
