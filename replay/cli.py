@@ -58,7 +58,7 @@ def sweep_keys() -> dict:
     keys = {"stacks": ("stacks", knobs.positive_count), "mode": ("mode", _mode),
             "seed": ("seed", knobs.count), "cross": ("cross", _cross_list),
             "new_data_only": ("new_data_only", knobs.onoff),
-            "start_offset": ("start_offset", knobs.duration)}
+            "start_offset": ("start_offset", knobs.duration), "tcp_model": ("tcp_model", _tcp_model)}
     for flag, name, convert, *_ in scenario.PATH_FLAGS:
         keys[_key(flag)] = (f"path_{name}", lambda text, convert=convert: (convert(text),))
     for flag, name, convert, *_ in scenario.TCP_FLAGS:
@@ -68,6 +68,13 @@ def sweep_keys() -> dict:
 
 def _key(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
+
+
+def _tcp_model(text: str) -> str:
+    from .scenario import TCP_MODELS
+    if text not in TCP_MODELS:
+        raise ValueError(f"tcp-model {text!r}: {' or '.join(TCP_MODELS)}")
+    return text
 
 
 def _mode(text: str) -> str:
@@ -103,6 +110,9 @@ def register_ns3(replayers) -> None:
                    help="offline: leave retransmitted bytes out of the next stack's writes")
     g.add_argument("--start-offset", type=knobs.arg(knobs.duration), default=0, metavar="TIME",
                    help="time from connection to the first write (default 0)")
+    g.add_argument("--tcp-model", choices=scenario.TCP_MODELS, default="linux",
+                   help="linux: ns-3 with Linux 6.x's TCP (delayed ACKs, Nagle, RTO, buffers, tail "
+                        "loss probes as Linux has them); ns3: ns-3's own TcpSocketBase (default linux)")
     g.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2",
                    help="run every combination; KEY is any flag above without its dashes "
                         "(rate, loss, cross, cc, window-scaling, ..., new-data-only); repeatable")

@@ -151,6 +151,11 @@ def run(engine: str, demand: Demand, scenario: Scenario, out_dir: str | os.PathL
     return _RUNNERS[_known(engine)][1](demand, scenario, out, progress, **options)
 
 
+def options_for(engine: str, tcp_model: str = "linux") -> dict:
+    """The engine's own options a study passes on: ns-3's TCP model (Ns3Options.tcp_model)."""
+    return {"tcp_model": tcp_model} if _known(engine) == "ns-3" else {}
+
+
 def _known(engine: str) -> str:
     if engine not in _RUNNERS:
         raise ValueError(f"engine {engine!r}: one of {', '.join(ENGINES)}")

@@ -16,7 +16,7 @@ install tree (include/, lib64/ or lib/); MAGNET_NS3_BUILD moves the build cache
 (default ~/.cache/magnet/ns3).
 
     python -m magnet.replay.ns3 build        # build now (make test does), print where
-    python -m magnet.replay.ns3 test         # build, then run the ns-3 TestSuite
+    python -m magnet.replay.ns3 test         # build, then run the ns-3 TestSuites
     g++ my-sim.cc $(python -m magnet.replay.ns3 flags) -o my-sim   # a user's own program
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ from magnetlib import buildcache, knobs, signals
 from magnetlib.errors import MagnetError
 
 from .errors import ReplayError
-from .scenario import Cross, Path as NetPath, Scenario
+from .scenario import TCP_MODELS, Cross, Path as NetPath, Scenario
 
 APP_DIR = Path(ns3app.__file__).resolve().parent            # ns3-app/ in a checkout
 FORMAT_HEADER_DIR = Path(capture.__file__).resolve().parent  # capture/magnet_format.h
@@ -52,14 +52,13 @@ PROGRAMS = {
     "magnet-chain": "examples/magnet-chain.cc",
     "magnet-replay-example": "examples/magnet-replay-example.cc",
     "magnet-replay-test": "test/magnet-replay-test-suite.cc",
+    "magnet-linux-tcp-test": "test/magnet-linux-tcp-test-suite.cc",
 }
 # Sources a program links besides its main (ns-3's own test-runner has the suites' main).
-PROGRAM_EXTRAS = {"magnet-replay-test": ["test/magnet-test-runner.cc"]}
+PROGRAM_EXTRAS = {"magnet-replay-test": ["test/magnet-test-runner.cc"],
+                  "magnet-linux-tcp-test": ["test/magnet-test-runner.cc"]}
 LIBRARY_DIRS = ("model", "helper")
 LIBRARY_NAME = "libns3-magnet.so"
-
-
-TCP_MODELS = ("linux", "ns3")
 
 
 class Ns3Error(ReplayError):
@@ -216,6 +215,7 @@ class Ns3Options:
     cross_lead_ns: int = 1_000_000_000  # with cross traffic: it runs this long before the replay
     tcp_model: str = "linux"           # linux: Linux 6.x's TCP (MagnetLinuxTcpSocket); ns3: ns-3's own
     cross_schedules: bool = True       # UDP cross traffic plays cross.py's schedules (False: ns-3 draws)
+    link_log: bool = False             # each stack's bottleneck log, stack-K.linklog (linkem's format)
 
     def __post_init__(self):
         if self.tcp_model not in TCP_MODELS:
@@ -264,7 +264,7 @@ def chain_args(scenario: Scenario, options: Ns3Options = Ns3Options()) -> list[s
         args.append(f"--cross={','.join(_cross(c) for c in scenario.cross)}")
     values = {
         "stacks": scenario.stacks, "mode": scenario.mode, "seed": scenario.seed,
-        "tcpModel": options.tcp_model,
+        "tcpModel": options.tcp_model, "linkLog": options.link_log,
         "cc": knobs.cc_for("ns-3", tcp.cc), "nagle": tcp.nagle, "sack": tcp.sack,
         "timestamps": tcp.timestamps, "windowScaling": tcp.window_scaling,
         "delAckCount": tcp.delack_count or 0,
@@ -508,11 +508,14 @@ def write_cross_schedules(demand_path, directory: Path, scenario: Scenario, opti
     return directory
 
 
-def run_tests(programs: Programs | None = None, *args: str) -> subprocess.CompletedProcess:
-    """Run the ns-3 TestSuite (magnet-replay-test); returns the completed process."""
+TEST_PROGRAMS = ("magnet-replay-test", "magnet-linux-tcp-test")
+
+
+def run_tests(programs: Programs | None = None, *args: str,
+              program: str = "magnet-replay-test") -> subprocess.CompletedProcess:
+    """Run one of the ns-3 TestSuites (TEST_PROGRAMS); returns the completed process."""
     programs = programs or build()
-    return subprocess.run([str(programs.path("magnet-replay-test")), *args],
-                          capture_output=True, text=True)
+    return subprocess.run([str(programs.path(program)), *args], capture_output=True, text=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -530,9 +533,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(programs.directory)
         if args.action == "test":
-            proc = run_tests(programs)
-            sys.stdout.write(proc.stdout + proc.stderr)
-            return proc.returncode
+            status = 0
+            for program in TEST_PROGRAMS:
+                proc = run_tests(programs, program=program)
+                sys.stdout.write(proc.stdout + proc.stderr)
+                status = status or proc.returncode
+            return status
     except MagnetError as e:
         print(f"replay.ns3: {e}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ from magnetlib import knobs
 from magnetlib.knobs import Loss, Queue
 
 MODES = ("offline", "relay")
+TCP_MODELS = ("linux", "ns3")     # ns-3's TCP: Linux 6.x's (MagnetLinuxTcpSocket) or its own
 CAPTURES = ("auto", "bpf", "pcap", "none")          # how a real-TCP replay records its stacks
 
 

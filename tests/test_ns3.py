@@ -63,6 +63,15 @@ def test_ns3_test_suite_passes(programs):
     assert "FAIL" not in proc.stdout
 
 
+def test_linux_tcp_test_suite_passes(programs):
+    """The Linux profile's TestSuite: RTO, ACKs, Nagle, autotuning, tail loss probe, idle restart."""
+    proc = ns3.run_tests(programs, "--verbose", program="magnet-linux-tcp-test")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("PASS magnet-linux-tcp"), proc.stdout
+    assert sum(line.strip().startswith("PASS") for line in lines) == 8, proc.stdout
+
+
 def test_example_program_replays_a_demand_file(programs, ftp_demand, tmp_path):
     d, path = ftp_demand
     proc = subprocess.run([str(programs.path("magnet-replay-example")), f"--demand={path}",
@@ -309,7 +318,8 @@ def test_a_connection_that_breaks_is_an_error_not_an_empty_table(programs, tmp_p
 def test_tcp_options_are_applied_and_stated(programs, ftp_demand, tmp_path):
     tcp = Tcp(cc="reno", sack=False, timestamps=False, window_scaling=False, delack_count=3,
               delack_timeout_ns=100_000_000, nagle=False, sndbuf=65536, rcvbuf=32768, read_size=1024)
-    run = ns3.run_chain(ftp_demand[1], tmp_path, Scenario(stacks=1, tcp=tcp), programs=programs)
+    run = ns3.run_chain(ftp_demand[1], tmp_path, Scenario(stacks=1, tcp=tcp), Ns3Options(tcp_model="ns3"),
+                        programs=programs)
     settings = run.summary["config"]["tcp_settings"]
     assert settings == {**settings, "SocketType": "ns3::TcpLinuxReno", "Sack": "false",
                         "Timestamp": "false", "WindowScaling": "false", "DelAckCount": "3",
@@ -321,7 +331,8 @@ def test_tcp_options_are_applied_and_stated(programs, ftp_demand, tmp_path):
     assert stack["segment_size"] == 1460 and wire_sizes(run, 1).max() == 1460
     assert stack["bytes_received"] / stack["reads"] <= 1024
     # and ns-3's own defaults come back for the next chain (Config::SetDefault persists)
-    again = ns3.run_chain(ftp_demand[1], tmp_path / "again", Scenario(stacks=1), programs=programs)
+    again = ns3.run_chain(ftp_demand[1], tmp_path / "again", Scenario(stacks=1), Ns3Options(tcp_model="ns3"),
+                          programs=programs)
     assert again.summary["config"]["tcp_settings"]["DelAckCount"] == "2"
     assert again.summary["config"]["tcp_settings"]["DelAckTimeout"] == "0.2s"
 
@@ -354,3 +365,74 @@ def test_cli_says_when_the_capture_lost_records(programs, tmp_path):
     proc = run_magnet("replay", "ns3", path, "--stacks", "1", "--no-plots", "-o", tmp_path / "o",
                       check=True)
     assert "the capture lost 7 records" in proc.stderr_text
+
+
+# ----------------------------------------------------------- TCP models ---
+def paper_stack1(programs, tmp_path, model: str, stacks: int = 1) -> tuple[dict, np.ndarray]:
+    d = synth.ftp_paper(15)
+    path = tmp_path / "paper.magnet"
+    demand_mod.write_demand(d, path)
+    chain = Scenario(stacks=stacks, path=(NetPath(queue=knobs.Queue(1, "bdp")),))
+    run = ns3.run_chain(path, tmp_path / model, chain, Ns3Options(tcp_model=model), programs=programs)
+    return run, wire_sizes(run, 1)
+
+
+def test_tcp_model_ns3_still_gives_ns3s_own_figures(programs, tmp_path):
+    """--tcp-model ns3: the figures the modulation map recorded before the Linux profile:
+    1311 B every 0.0501 s at stack 1 of the paper's application, a 143 ms smoothed RTT."""
+    run, sizes = paper_stack1(programs, tmp_path, "ns3")
+    assert round(sizes.mean()) == 1311 and len(sizes) == 303
+    assert round(run.stack(1)["srtt_mean_ns"] / 1e6) == 143
+    assert "DelAckTimeout=0.2s" in run.applied and "MinRto=1s" in run.applied
+
+
+def test_tcp_model_linux_gives_linuxs_figures(programs, tmp_path):
+    """The Linux profile (the default): 1095 B every 0.0411 s, a 61 ms RTT, as Linux's TCP
+    measured over linkem (docs/replay.md: 1095 B, 0.0412 s, 61 ms); each 3284-byte write
+    leaves as 1448 + 1448 + 388, the tail at once (Minshall's Nagle)."""
+    run, sizes = paper_stack1(programs, tmp_path, "linux")
+    assert len(sizes) == 363 and sorted(set(sizes.tolist())) == [388, 1448]
+    assert 60.5 < run.stack(1)["srtt_mean_ns"] / 1e6 < 62
+    assert "Model=linux" in run.applied and "Nagle=Minshall" in run.applied
+    settings = run.summary["config"]["tcp_settings"]
+    assert settings["InitialCwnd"] == "10" and settings["RecoveryType"] == "ns3::TcpPrrRecovery"
+    assert "ato from 0.04s" in settings["DelAck"] and "131072 autotuned up to 33554432" in settings["RcvBuf"]
+
+
+def test_linux_model_takes_knobs_as_linux_does(programs, ftp_demand, tmp_path):
+    tcp = Tcp(delack_count=1, delack_timeout_ns=20_000_000, sndbuf=65536, rcvbuf=32768)
+    run = ns3.run_chain(ftp_demand[1], tmp_path, Scenario(stacks=1, tcp=tcp), programs=programs)
+    settings = run.summary["config"]["tcp_settings"]
+    assert settings["DelAck"] == "every segment at once (quickack)"
+    assert settings["RcvBuf"] == "SO 32768 (doubled, fixed)" and settings["SndBuf"] == "SO 65536 (doubled, fixed)"
+    assert run.stack(1)["bytes_received"] == ftp_demand[0].total_bytes
+    # What Linux cannot do, the linux model refuses as replay tcp does; the ns3 model takes it.
+    for bad, why in ((Tcp(delack_count=3), "Linux ACKs every second full-sized segment"),
+                     (Tcp(delack_timeout_ns=300_000_000), "200 ms at most")):
+        with pytest.raises(ns3.Ns3Error, match=why):
+            ns3.run_chain(ftp_demand[1], tmp_path / "bad", Scenario(stacks=1, tcp=bad), programs=programs)
+
+
+def test_udp_cross_traffic_plays_the_schedule_the_real_sender_sends(programs, ftp_demand, tmp_path):
+    """ns-3 plays cross.UdpSchedule's datagrams (the seeds the real sender uses): every one due
+    before the run's end crosses the bottleneck, none of ns-3's own draws."""
+    from magnet.replay import cross as cross_mod
+    chain = Scenario(stacks=2, cross=(cross("poisson:30%"), cross("pareto:20%")), seed=4)
+    run = ns3.run_chain(ftp_demand[1], tmp_path, chain, programs=programs)
+    assert "played from the schedules" in run.applied
+    options = Ns3Options()
+    horizon = ns3.cross_horizon_ns(ftp_demand[1], chain, options)
+    for k in (1, 2):
+        stack = run.stack(k)
+        assert not stack["cross_schedule_exhausted"]
+        due = 0
+        for i, c in enumerate(chain.cross):
+            flow = cross_mod.flow_of(c, 20_000_000)
+            times = cross_mod.UdpSchedule(flow, 20_000_000, cross_mod.stack_seed(4, k), i).until(horizon)
+            with magnetlib.open(tmp_path / "cross" / f"stack-{k}-cross-{i + 1}.magnet") as trace:
+                played = demand_mod.extract(trace, None, "send", "sock")
+            np.testing.assert_array_equal(played.time_ns - played.time_ns[0], times)
+            due += int((times < stack["cross_ns"] - 500_000).sum())     # sent, and across by the end
+        delivered = stack["cross_bytes"] // 1000
+        assert due - 2 <= delivered <= due + 2, (due, delivered)       # in flight at the end
+        assert stack["bottleneck_queue_drops"] == 0

@@ -133,7 +133,7 @@ StackJson(const MagnetStackResult& r)
     std::ostringstream j;
     j << "{\"stack\": " << r.stack << ", \"trace\": " << Quote(r.trace)
       << ", \"bytes_given\": " << r.givenBytes << ", \"failure\": " << Quote(r.failure)
-      << ", \"new_bytes\": " << Quote(r.newBytes)
+      << ", \"new_bytes\": " << Quote(r.newBytes) << ", \"link_log\": " << Quote(r.linkLog)
       << ", \"writes_due\": " << r.demandWrites << ", \"bytes_due\": " << r.demandBytes
       << ", \"send_calls\": " << a.sendCalls << ", \"bytes_sent\": " << a.bytesSent
       << ", \"late_writes\": " << a.lateWrites << ", \"max_lag_ns\": " << a.maxLag.GetNanoSeconds()
@@ -347,6 +347,8 @@ Parse(int argc, char* argv[])
     cmd.AddValue("startOffset", "time from connection to the demand's time zero", c.startOffset);
     cmd.AddValue("seed", "random seed (loss, jitter, cross traffic)", c.seed);
     cmd.AddValue("out", "directory for stack-K.magnet and summary.json", c.outDir);
+    cmd.AddValue("linkLog", "also write each stack's bottleneck log (stack-K.linklog, linkem's format)",
+                 c.linkLog);
     cmd.AddValue("noTrace", "write no traces (benchmarking)", o.noTrace);
     cmd.AddValue("bulkReference", "also time BulkSendApplication moving the same bytes", o.bulkReference);
     cmd.Parse(argc, argv);

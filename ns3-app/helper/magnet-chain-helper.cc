@@ -170,6 +170,17 @@ MagnetChain::BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4Ad
     stack.recorder = std::make_unique<MagnetStackRecorder>(TracePath(k), k, description);
     stack.recorder->Attach(stack.app, stack.path.SenderDevice(), stack.path.ReceiverDevice(), stack.sink, kPort);
     stack.recorder->AttachBottleneck(stack.path.BottleneckTx(), stack.path.BottleneckRx());
+    if (m_config.linkLog && !m_config.outDir.empty())
+    {
+        Time before;
+        Time after;
+        for (uint32_t hop = 0; hop < config.hops; ++hop)
+        {
+            (hop < config.Bottleneck() ? before : after) += hop == config.Bottleneck() ? Time() : config.HopDelay(hop);
+        }
+        stack.linkLog = std::make_unique<MagnetLinkLog>(stack.path.BottleneckTx(), stack.path.BottleneckRx(),
+                                                        before, after);
+    }
     if (!m_config.cross.empty())
     {
         stack.app->SetStartTime(m_config.crossLead);
@@ -235,6 +246,11 @@ MagnetChain::Collect(uint32_t k, const Stack& stack, MagnetCost cost, uint64_t g
     r.sinkReads = stack.sink->GetReads();
     r.cost = cost;
     r.trace = TracePath(k);
+    if (stack.linkLog)
+    {
+        r.linkLog = TracePath(k, ".linklog");
+        stack.linkLog->Write(r.linkLog);
+    }
     if (!r.trace.empty())
     {
         r.newBytes = TracePath(k, ".new.npy");

@@ -2,6 +2,7 @@
 #ifndef MAGNET_CHAIN_HELPER_H
 #define MAGNET_CHAIN_HELPER_H
 
+#include "magnet-link-log.h"
 #include "magnet-path-helper.h"
 #include "magnet-replay-application.h"
 #include "magnet-stack-recorder.h"
@@ -39,6 +40,7 @@ struct MagnetChainConfig
      * K's item I, replay/cross.py's UdpSchedule); empty: ns-3 draws its own.
      */
     std::string crossSchedules;
+    bool linkLog{false}; //!< write each stack's bottleneck log (stack-K.linklog, linkem's format)
     uint32_t seed{1};
     std::string outDir; //!< stack-K.magnet traces go here; empty: none written
 
@@ -71,6 +73,7 @@ struct MagnetStackResult
     MagnetCost cost; //!< offline: this stack's simulation; live: the whole chain's
     std::string trace;
     std::string newBytes; //!< stack-K.new.npy: new bytes of each DEV_SEND (empty: not written)
+    std::string linkLog;  //!< stack-K.linklog: the bottleneck's per-packet log (empty: not written)
     std::string failure;  //!< why its connection failed or broke (empty: it did not)
 };
 
@@ -115,6 +118,7 @@ class MagnetChain
         MagnetPath path;
         std::unique_ptr<MagnetStackRecorder> recorder;
         std::unique_ptr<MagnetCrossTraffic> cross;
+        std::unique_ptr<MagnetLinkLog> linkLog;
     };
 
     Stack BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4AddressHelper& ip,

@@ -13,6 +13,7 @@
 #include "ns3/tcp-congestion-ops.h"
 #include "ns3/tcp-l4-protocol.h"
 #include "ns3/tcp-option-ts.h"
+#include "ns3/tcp-rate-ops.h"
 #include "ns3/tcp-recovery-ops.h"
 #include "ns3/tcp-rx-buffer.h"
 #include "ns3/tcp-tx-buffer.h"
@@ -295,6 +296,7 @@ MagnetLinuxTcpSocket::ReceivedData(Ptr<Packet> packet, const TcpHeader& tcpHeade
         // Nothing new (a retransmission) or out of the window: tcp_data_queue's out_of_window.
         EnterQuickAckMode(m_maxQuickAcks);
         m_pending |= kSched;
+        m_stats.immediate++;
         SendAck();
         return;
     }
@@ -302,19 +304,9 @@ MagnetLinuxTcpSocket::ReceivedData(Ptr<Packet> packet, const TcpHeader& tcpHeade
     {
         EventDataRecv(len, pushed, tcpHeader);
     }
-    bool advanced = rx->NextRxSequence() > expected;
-    if (advanced && !m_shutdownRecv)
-    {
-        m_inReceive = true;
-        m_readInReceive = 0;
-        NotifyDataRecv(); // the application may read now; its ACK check waits for ours
-        m_inReceive = false;
-    }
-    if (advanced && rx->Finished() && (tcpHeader.GetFlags() & TcpHeader::FIN) == 0)
-    {
-        DoPeerClose();
-        return;
-    }
+    // Linux decides on the ACK in its softirq, before the woken reader takes the data
+    // (its window check sees the segment still queued); ns-3's reader takes it at once,
+    // from within NotifyDataRecv: decide first, then let it read.
     bool hole = rx->Size() > rx->Available();
     bool filled = rx->NextRxSequence() > expected + len;
     if (hole || filled)
@@ -322,15 +314,28 @@ MagnetLinuxTcpSocket::ReceivedData(Ptr<Packet> packet, const TcpHeader& tcpHeade
         // Out-of-order data, or a hole filled: Linux ACKs at once (the first three of a
         // run of duplicate ACKs; later ones it compresses by up to 1 ms).
         m_pending |= kSched;
+        m_stats.immediate++;
         SendAck();
     }
     else
     {
         AckSndCheck();
     }
-    if (m_readInReceive)
+    bool advanced = rx->NextRxSequence() > expected;
+    if (advanced && !m_shutdownRecv)
     {
-        CleanupRbuf(m_readInReceive);
+        m_inReceive = true;
+        m_readInReceive = 0;
+        NotifyDataRecv();
+        m_inReceive = false;
+        if (m_readInReceive)
+        {
+            CleanupRbuf(m_readInReceive);
+        }
+    }
+    if (advanced && rx->Finished() && (tcpHeader.GetFlags() & TcpHeader::FIN) == 0)
+    {
+        DoPeerClose();
     }
 }
 
@@ -827,6 +832,16 @@ int
 MagnetLinuxTcpSocket::Send(Ptr<Packet> p, uint32_t flags)
 {
     SlowStartAfterIdleCheck();
+    if (m_state == ESTABLISHED || m_state == CLOSE_WAIT)
+    {
+        // tcp_sendmsg asks whether sending is application-limited before it queues the
+        // write (tcp_rate_check_app_limited); TcpSocketBase asks after, when the write
+        // itself makes it look unlimited, and BBR then takes an idle flow's delivery rate
+        // for the path's and paces its next writes out slowly.
+        m_rateOps->CalculateAppLimited(m_tcb->m_cWnd, m_tcb->m_bytesInFlight, m_tcb->m_segmentSize,
+                                       m_txBuffer->TailSequence(), m_tcb->m_nextTxSequence,
+                                       m_txBuffer->GetLost(), m_txBuffer->GetRetransmitsCount());
+    }
     uint32_t size = p->GetSize();
     if (size == 0)
     {
@@ -838,6 +853,18 @@ MagnetLinuxTcpSocket::Send(Ptr<Packet> p, uint32_t flags)
     Ptr<Packet> tagged = p->CreateFragment(0, size - 1);
     tagged->AddAtEnd(last);
     return TcpSocketBase::Send(tagged, flags);
+}
+
+uint32_t
+MagnetLinuxTcpSocket::GetTxAvailable() const
+{
+    if (m_connected && !m_sndBufInit)
+    {
+        // Linux sizes the send buffer as the connection is established (tcp_init_buffer_space):
+        // twice ten segments' memory, 46080 bytes for a 1448-byte MSS.
+        const_cast<MagnetLinuxTcpSocket*>(this)->SndBufExpand();
+    }
+    return TcpSocketBase::GetTxAvailable();
 }
 
 void
@@ -861,7 +888,10 @@ MagnetLinuxTcpSocket::UpdateNagle() const
     // while an earlier short segment is.
     bool shortOut = m_sentShort && m_sndSml > m_txBuffer->HeadSequence() &&
                     m_sndSml <= m_tcb->m_highTxMark.Get();
-    const_cast<MagnetLinuxTcpSocket*>(this)->m_noDelay = m_userNoDelay || !shortOut;
+    // Nagle is for new data: Linux retransmits (after an RTO, in recovery) whatever the size.
+    bool retransmitting = m_txBuffer->GetLost() > 0 || m_tcb->m_congState == TcpSocketState::CA_LOSS ||
+                          m_tcb->m_congState == TcpSocketState::CA_RECOVERY;
+    const_cast<MagnetLinuxTcpSocket*>(this)->m_noDelay = m_userNoDelay || !shortOut || retransmitting;
 }
 
 uint32_t
@@ -1004,7 +1034,11 @@ MagnetLinuxTcpSocket::SndBufExpand()
     }
     const uint32_t seg = m_tcb->m_segmentSize;
     uint32_t cwnd = m_tcb->m_cWnd.Get() / seg;
-    if (m_sndBuf && BytesInFlight() / seg >= cwnd)
+    if (!m_sndBufInit)
+    {
+        m_sndBufInit = true; // the first expansion: as the connection is established
+    }
+    else if (BytesInFlight() / seg >= cwnd)
     {
         return; // the window is full: tcp_should_expand_sndbuf says no
     }
@@ -1058,10 +1092,10 @@ MagnetLinuxTcpSocket::ScheduleLossProbe()
         bool one = static_cast<uint32_t>(nxt - una) <= m_tcb->m_segmentSize;
         timeout = FromJiffies(Ticks(2 * srtt, m_tick)) + (one ? MilliSeconds(200) : 2 * m_tick);
     }
-    if (m_retxEvent.IsPending())
-    {
-        timeout = std::min(timeout, Simulator::GetDelayLeft(m_retxEvent));
-    }
+    // Linux has one retransmission timer: the probe takes the RTO's place (and its time,
+    // if that comes first) and re-arms it once sent.
+    timeout = std::min(timeout, m_retxEvent.IsPending() ? Simulator::GetDelayLeft(m_retxEvent) : m_rto.Get());
+    m_retxEvent.Cancel();
     Simulator::Cancel(m_probeTimer);
     m_probeTimer = Simulator::Schedule(timeout, &MagnetLinuxTcpSocket::LossProbe, this);
 }
@@ -1073,6 +1107,8 @@ MagnetLinuxTcpSocket::LossProbe()
     // segment again; then the RTO restarts from now.
     SequenceNumber32 una = m_txBuffer->HeadSequence();
     SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
+    m_retxEvent.Cancel();
+    m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
     if (nxt <= una || m_probeOut)
     {
         return;
@@ -1098,7 +1134,7 @@ MagnetLinuxTcpSocket::LossProbe()
     m_stats.probes++;
     m_probeOut = true;
     m_tlpHighSeq = m_tcb->m_highTxMark.Get();
-    m_retxEvent.Cancel();
+    m_retxEvent.Cancel(); // the RTO restarts from the probe
     m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
 }
 

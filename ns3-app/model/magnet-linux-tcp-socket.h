@@ -58,6 +58,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     TypeId GetInstanceTypeId() const override;
 
     int Send(Ptr<Packet> p, uint32_t flags) override;
+    uint32_t GetTxAvailable() const override;
     Ptr<Packet> Recv(uint32_t maxSize, uint32_t flags) override;
     void SetTcpNoDelay(bool noDelay) override;
     bool GetTcpNoDelay() const override;
@@ -69,6 +70,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
         uint64_t quick{0};    //!< ... in quick-ACK mode
         uint64_t delayed{0};  //!< ... by the delayed-ACK timer
         uint64_t onRead{0};   //!< ... when the reader drained the queue (tcp_cleanup_rbuf)
+        uint64_t immediate{0}; //!< ... at once for out-of-order data, a hole filled, a duplicate
         uint64_t probes{0};   //!< tail loss probes sent
     };
 
@@ -195,6 +197,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     Time m_lsndtime;           //!< when data was last sent
     bool m_sentData{false};
     uint64_t m_sndBuf{0};      //!< sk_sndbuf: memory
+    bool m_sndBufInit{false};  //!< sized for the connection (tcp_init_buffer_space)
     EventId m_probeTimer;
     SequenceNumber32 m_tlpHighSeq; //!< a probe is out for this episode (tlp_high_seq)
     bool m_probeOut{false};

@@ -77,7 +77,10 @@ MagnetStackRecorder::Attach(Ptr<MagnetReplayApplication> app,
     app->TraceConnectWithoutContext("LastRtt", MakeCallback(&MagnetStackRecorder::OnLastRtt, this));
     app->TraceConnectWithoutContext("Write", MakeCallback(&MagnetStackRecorder::OnWrite, this));
     app->TraceConnectWithoutContext("TcpTx", MakeCallback(&MagnetStackRecorder::OnTcpTx, this));
-    sender->TraceConnectWithoutContext("PhyTxBegin",
+    // A segment leaves the host when its device takes it (MacTx, before the device's
+    // queue), where Linux's net_dev_start_xmit sees it on a TUN device: on a one-hop path
+    // the sender's device is also the bottleneck, whose queueing is the path's, not the host's.
+    sender->TraceConnectWithoutContext("MacTx",
                                        MakeCallback(&MagnetStackRecorder::OnDevTx, this));
     receiver->TraceConnectWithoutContext("PhyRxEnd",
                                          MakeCallback(&MagnetStackRecorder::OnDevRx, this));
