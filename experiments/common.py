@@ -71,6 +71,13 @@ def choices(p: argparse.ArgumentParser, option: str, text: str, known) -> list[s
     return names
 
 
+def add_tcp_model(p: argparse.ArgumentParser) -> None:
+    """--tcp-model for a study that runs ns-3: its TCP, Linux's (the default) or ns-3's own."""
+    p.add_argument("--tcp-model", choices=("linux", "ns3"), default="linux",
+                   help="ns-3's TCP: linux (Linux 6.x's, MagnetLinuxTcpSocket) or ns3 (ns-3's own "
+                        "TcpSocketBase) (default linux)")
+
+
 def parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """Parse the study's options, keeping its command line for the results' README."""
     argv = list(sys.argv[1:] if argv is None else argv)

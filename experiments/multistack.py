@@ -104,9 +104,11 @@ def tcp_available() -> str | None:
 
 
 def run_one(engine: str, mode: str, demand: Demand, work: Path, chain: Scenario,
-            progress=lambda line: None) -> Outcome:
-    """One chain in one engine (magnet.replay.engines), as Table II's series."""
-    outcome = engines.run(engine, demand, chain.replace(mode=mode), work, progress)
+            progress=lambda line: None, tcp_model: str = "linux") -> Outcome:
+    """One chain in one engine (magnet.replay.engines), as Table II's series; ns-3 with the
+    TCP model given (Linux's by default)."""
+    outcome = engines.run(engine, demand, chain.replace(mode=mode), work, progress,
+                          **engines.options_for(engine, tcp_model))
     notes = list(outcome.notes) + [f"stack {s.k}: {note}" for s in outcome.stacks for note in s.notes]
     return Outcome(outcome.series(), outcome.method, notes, outcome.applied)
 
@@ -231,6 +233,7 @@ def options(argv):
     p.add_argument("--stacks", type=int, default=4, help="TCP stacks in each chain (default 4)")
     p.add_argument("--cases", default=",".join(CASES), help=f"demands (default {','.join(CASES)})")
     p.add_argument("--engines", default="ns-3,tcp", help="ns-3, tcp or both (default both)")
+    common.add_tcp_model(p)
     p.add_argument("--duration", type=float,
                    help="seconds of every demand (default: ftp 20, paper 60; --quick: 3 and 5)")
     p.add_argument("--jitter", type=float, default=0.0,
@@ -302,7 +305,7 @@ def execute(runs, args, chain: Scenario, work: Path):
         where = work / f"{case.name}-{engine}-{mode}-{run + 1}"
         name = f"{engine} {mode} {case.name} run {run + 1}"
         try:
-            outcome = run_one(engine, mode, demand, where, chain.replace(seed=seed))
+            outcome = run_one(engine, mode, demand, where, chain.replace(seed=seed), tcp_model=args.tcp_model)
         except (MagnetError, OSError) as e:
             failed.append(f"{name}: {e}")
             tqdm.write(f"multistack: {name} failed: {e}", file=sys.stderr)

@@ -20,19 +20,31 @@ late datagrams left (p50, p99, max) is in the JSON line.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
+import shutil
 import signal
 import socket
+import struct
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
+
+from magnetlib import buildcache
+from magnetlib.errors import TraceError
 
 SINK_PORT = 5999
 UDP_OVERHEAD = 28                   # IPv4 + UDP headers
 PARETO_SHAPE = 1.5
 CHUNK = 65536
+SINK_UDP_BUFFER = 16 << 20                  # the sink's UDP receive buffer
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
 
 # ------------------------------------------------------------------ spec ---
@@ -72,8 +84,8 @@ def _parse_flows(text: str) -> dict:
 
 # -------------------------------------------------------------- schedule ---
 class UdpSchedule:
-    """The send times of one UDP source (ns from its start, int64), drawn `BLOCK` packets
-    (Poisson) or on/off cycles (Pareto) at a time from np.random.default_rng([seed,
+    """The send times of one UDP source (ns from its start, int64), drawn BLOCK packets
+    (Poisson) or CYCLES on/off cycles (Pareto) at a time from np.random.default_rng([seed,
     stream]): the same times however far it is drawn, so that ns-3 plays the very
     packets the real sender sends (replay/ns3.py writes them for it).
 
@@ -83,7 +95,8 @@ class UdpSchedule:
              Pareto off time (mean off): the mean is the share, the peak rate while on
              share*(on+off)/on of the bottleneck."""
 
-    BLOCK = 4096
+    BLOCK = 4096                                  # Poisson: packets drawn at once
+    CYCLES = 64                                   # Pareto: on/off cycles drawn at once
 
     def __init__(self, flow: dict, rate_bps: float, seed: int, stream: int):
         if flow["kind"] not in ("poisson", "pareto") or not rate_bps:
@@ -117,8 +130,8 @@ class UdpSchedule:
         on, off = self.flow["on_ns"], self.flow["off_ns"]
         peak_gap = self.mean_gap * on / (on + off)              # faster while on: the mean is the share
         scale = (PARETO_SHAPE - 1) / PARETO_SHAPE               # Pareto x_m for a given mean
-        on_times = (self.rng.pareto(PARETO_SHAPE, self.BLOCK) + 1) * on * scale
-        off_times = (self.rng.pareto(PARETO_SHAPE, self.BLOCK) + 1) * off * scale
+        on_times = (self.rng.pareto(PARETO_SHAPE, self.CYCLES) + 1) * on * scale
+        off_times = (self.rng.pareto(PARETO_SHAPE, self.CYCLES) + 1) * off * scale
         burst = np.maximum(1, np.rint(on_times / peak_gap)).astype(np.int64)
         cycles = burst * peak_gap + off_times
         starts = start + np.concatenate(([0.0], np.cumsum(cycles[:-1])))
@@ -126,12 +139,35 @@ class UdpSchedule:
         return np.repeat(starts, burst) + index * peak_gap, starts[-1] + cycles[-1]
 
 
+# ---------------------------------------------------------------- sender ---
+UDPSCHED = Path(__file__).resolve().parent / "udpsched.c"
+
+
+def build_udpsched() -> Path:
+    """udpsched, the UDP sources' sender (C: it keeps the schedule's times), built once per
+    version of udpsched.c into the per-user cache."""
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        raise TraceError("udpsched", "building the UDP cross-traffic sender needs a C compiler "
+                                     "(Debian: apt-get install gcc)")
+    flags = ["-O2", "-Wall", "-Wextra", "-std=gnu11"]
+
+    def make(out: Path) -> None:
+        proc = subprocess.run([cc, *flags, "-o", str(out / "udpsched"), str(UDPSCHED)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise TraceError("building udpsched", (proc.stderr.strip().splitlines() or ["failed"])[-1])
+    digest = buildcache.key([("udpsched.c", UDPSCHED)], [cc, *flags])
+    return buildcache.build("udpsched", digest, make, quiet=True, label="udpsched")[0] / "udpsched"
+
+
 # --------------------------------------------------------------- sources ---
 class Sender:
     def __init__(self, addr: str, to: str, rate_bps: float, seed: int, cc: str | None = None):
         self.addr, self.to, self.rate, self.seed, self.cc = addr, to, rate_bps, seed, cc
         self.sent = {"tcp_bytes": 0, "udp_bytes": 0, "udp_packets": 0, "udp_send_errors": 0, "tcp_cc": []}
-        self.late: list[np.ndarray] = []
+        self.late: list[dict] = []                              # per UDP source: p50, p99, max (us)
+        self.udp_procs: list[subprocess.Popen] = []
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self.lock = threading.Lock()
@@ -166,31 +202,43 @@ class Sender:
                 self.errors.append(f"bulk TCP flow: {e.strerror or e}")
 
     def udp(self, flow: dict, stream: int) -> None:
-        schedule = UdpSchedule(flow, self.rate, self.seed, stream)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.bind((self.addr, 0))
-        payload = bytes(flow["size"])
+        """One UDP source: udpsched sends the datagrams, this thread feeds it their times
+        (writing blocks ahead; the pipe holds it back)."""
+        try:
+            proc = subprocess.Popen([str(build_udpsched()), f"--bind={self.addr}", f"--to={self.to}:{SINK_PORT}",
+                                     f"--size={flow['size']}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        except (OSError, TraceError) as e:
+            self.errors.append(f"UDP source: {e}")
+            return
+        self.udp_procs.append(proc)
+        blocks = UdpSchedule(flow, self.rate, self.seed, stream).blocks()
+        first = next(blocks)                                  # drawn before the clock starts
         origin = time.monotonic_ns()
-        for block in schedule.blocks():
-            late = np.zeros(len(block), np.int64)
-            for i, due in enumerate((block + origin).tolist()):
-                wait = due - time.monotonic_ns()
-                if (wait > 0 and self.stopping.wait(wait / 1e9)) or self.stopping.is_set():
-                    self.lateness(late[:i])
-                    sock.close()
-                    return
-                try:
-                    sock.sendto(payload, (self.to, SINK_PORT))
-                    self.count("udp_bytes", flow["size"], 1)
-                except OSError:
-                    self.count("udp_send_errors", 1)          # ENOBUFS: the device queue was full
-                late[i] = time.monotonic_ns() - due
-            self.lateness(late)
+        try:
+            for block in itertools.chain([first], blocks):
+                if self.stopping.is_set():
+                    break
+                proc.stdin.write((block + origin).tobytes())
+                proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass                                              # stopped: udpsched is gone
 
-    def lateness(self, late: np.ndarray) -> None:
-        """Keep how late datagrams left (ns after their due time), for the summary."""
-        with self.lock:
-            self.late.append(late)
+    def udp_results(self) -> None:
+        """Stop the UDP sources and add up what they sent."""
+        for proc in self.udp_procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=10)
+            lines = out.decode().strip().splitlines()
+            if proc.returncode != 0 or not lines:
+                self.errors.append(f"UDP source: {err.decode().strip() or f'exit {proc.returncode}'}")
+                continue
+            got = json.loads(lines[-1])
+            for key in ("udp_packets", "udp_bytes", "udp_send_errors"):
+                self.sent[key] += got[key]
+            self.sent["udp_sched_fifo"] = self.sent.get("udp_sched_fifo", True) and got["sched_fifo"]
+            self.late.append(got["udp_late_us"])
 
     def run(self, flows: list[dict]) -> dict:
         threads = []
@@ -206,24 +254,32 @@ class Sender:
         self.stopping.set()
         for t in threads:
             t.join(2)
+        self.udp_results()
         out = {**self.sent, "errors": self.errors[:3]}
-        late = np.concatenate(self.late) if self.late else np.zeros(0, np.int64)
-        if len(late):
-            out["udp_late_us"] = {"p50": float(np.percentile(late, 50) / 1e3),
-                                  "p99": float(np.percentile(late, 99) / 1e3), "max": float(late.max() / 1e3)}
+        if self.late:
+            out["udp_late_us"] = {q: max(late[q] for late in self.late) for q in ("p50", "p99", "max")}
         return out
 
 
 # ------------------------------------------------------------------ sink ---
-def sink(addr: str) -> dict:
+def sink(addr: str, record: str | None = None) -> dict:
+    """Count what arrives; `record`: also save each datagram's arrival (the kernel's receive
+    timestamp, CLOCK_REALTIME ns) there as .npy, for the burst structure after the bottleneck."""
     got = {"tcp_bytes": 0, "udp_bytes": 0, "udp_packets": 0, "tcp_flows": 0}
+    arrivals: list[int] = []
     lock = threading.Lock()
     lsock = socket.socket()
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsock.bind((addr, SINK_PORT))
     lsock.listen(64)
     usock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:                                          # a burst must not overflow it while we read:
+        usock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, SINK_UDP_BUFFER)   # root's, beyond rmem_max
+    except OSError:
+        usock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SINK_UDP_BUFFER)
     usock.bind((addr, SINK_PORT))
+    if record:
+        usock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
 
     def drain(conn: socket.socket) -> None:
         buf = bytearray(CHUNK)
@@ -243,16 +299,22 @@ def sink(addr: str) -> dict:
     def datagrams() -> None:
         buf = bytearray(CHUNK)
         while True:
-            n = usock.recv_into(buf)
+            n, ancillary, _, _ = usock.recvmsg_into([buf], 64)
             with lock:
                 got["udp_bytes"] += n
                 got["udp_packets"] += 1
+                for level, kind, data in ancillary:
+                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+                        sec, nsec = struct.unpack("qq", data[:16])
+                        arrivals.append(sec * 1_000_000_000 + nsec)
 
     for target in (accept, datagrams):
         threading.Thread(target=target, daemon=True).start()
     print("ready", flush=True)
     _wait_for_stop()
     with lock:
+        if record:
+            np.save(record, np.array(arrivals, np.int64))
         return dict(got)
 
 
@@ -273,12 +335,13 @@ def main(argv=None) -> int:
     p.add_argument("--to", help="the sink's address (send)")
     p.add_argument("--rate", type=float, default=0, help="the bottleneck's rate, bit/s (send)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--record", help="sink: save each datagram's arrival time (ns) here, .npy")
     p.add_argument("--cc", help="the bulk TCP flows' congestion control (default: the namespace's)")
     p.add_argument("--flows", action="append", default=[], help="tcp:N, poisson:SHARE/SIZE, "
                    "pareto:SHARE/SIZE/ON_NS/OFF_NS (send)")
     args = p.parse_args(argv)
     if args.role == "sink":
-        result = sink(args.addr)
+        result = sink(args.addr, args.record)
     else:
         result = Sender(args.addr, args.to, args.rate, args.seed, args.cc).run([_parse_flows(f) for f in args.flows])
     print(json.dumps(result), flush=True)
