@@ -29,7 +29,6 @@ cross.png and README.md (the targets, each remaining difference and its mechanis
 """
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import shutil
@@ -43,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from magnet.replay import engines
+from magnet.replay import engines, linklog
 from magnet.replay.scenario import Scenario, cross as cross_spec
 from magnetlib import knobs
 from magnetlib.demand import Demand
@@ -133,7 +132,7 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
     if not {"ns-3", "tcp"} <= set(stats.index.get_level_values(0)):
         return pd.DataFrame()
     ns3, tcp = stats.xs("ns-3"), stats.xs("tcp")
-    both = ns3.join(tcp, lsuffix="_ns3", rsuffix="_tcp", how="inner")
+    both = ns3.add_suffix("_ns3").join(tcp.add_suffix("_tcp"), how="inner")
     out = pd.DataFrame(index=both.index)
     for m, short in METRICS.items():
         out[f"{short}_ns3"] = both[f"{m}_median_ns3"]
@@ -207,7 +206,7 @@ def cross_scenario(kind: str, seed: int) -> Scenario:
 
 def probe_demand(seconds: float) -> Demand:
     size, gap = PROBE
-    n = max(2, int(seconds * 1e9 // gap))
+    n = max(2, int(seconds * 1e9 // gap) + 1)       # the last write at `seconds`
     return Demand.from_arrays(np.arange(n, dtype=np.int64) * gap, np.full(n, size))
 
 
@@ -236,29 +235,13 @@ def queue_stats(records) -> dict:
             "queue_p99": float(np.percentile(found, 99)), "queue_peak": int(found.max())}
 
 
-def read_link_log(path: Path):
-    """A link log (ns-3's or linkem's: the same format), via replay/linklog.py where it exists."""
-    try:
-        from magnet.replay import linklog
-        return linklog.read_file(path)
-    except ImportError:
-        raw = path.read_bytes()
-        if raw[:8] != b"LINKEMLG":
-            raise TraceError(str(path), "not a link log") from None
-        return np.frombuffer(raw, LINK_RECORD, offset=16)
-
-
-LINK_RECORD = np.dtype([("arrival_ns", "=i8"), ("departure_ns", "=i8"), ("wait_ns", "=i8"), ("bytes", "=u4"),
-                        ("queue_packets", "=u4"), ("queue_bytes", "=u4"), ("reason", "u1"), ("pad", "u1", 3)])
-
-
 def ns3_cross(kind: str, args, where: Path) -> dict:
     """The cross traffic of `kind` in ns-3, with a 100 B/s probe as the replay."""
     scenario = cross_scenario(kind, args.seed)
     engines.run("ns-3", probe_demand(args.cross_duration), scenario, where, tcp_model=args.tcp_model,
                 link_log=True)
     stack = json.loads((where / "summary.json").read_text())["stacks"][0]
-    log = read_link_log(where / "stack-1.linklog")
+    log = linklog.read_file(where / "stack-1.linklog")
     spec = scenario.cross[0]
     seconds = stack["cross_ns"] / 1e9
     out = {"engine": "ns-3", "kind": kind, "seconds": seconds, **queue_stats(log)}
@@ -283,7 +266,7 @@ def real_cross(kind: str, args, where: Path) -> dict:
     prefix = f"mgag{os.getpid()}"
     where.mkdir(parents=True, exist_ok=True)
     record = where / "arrivals.npy"
-    extra = {"log_dir": where / "linklog"} if "log_dir" in inspect.signature(wan.build).parameters else {}
+    extra = {"log_dir": where / "linklog"}
     seconds = 1.0 + args.cross_duration
     command = [sys.executable, "-m", "magnet.replay.cross"]
     with wan.build(prefix, scenario, where, **extra) as net:
@@ -297,24 +280,25 @@ def real_cross(kind: str, args, where: Path) -> dict:
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), "cross sender")
         started = time.monotonic()
         time.sleep(seconds)
+        elapsed = time.monotonic() - started          # the sender's run, until told to stop
         sent = _stop(sender, "cross sender")
         got = _stop(sink, "cross sink")
-        elapsed = time.monotonic() - started
         stats = net.stop(1)
     out = {"engine": "tcp", "kind": kind, "seconds": elapsed, "late_us_p99": sent.get("udp_late_us", {}).get("p99"),
            "sched_fifo": sent.get("udp_sched_fifo")}
     forward = stats["forward"]
-    logs = sorted((where / "linklog").glob("**/forward.linklog")) if extra else []
-    out.update(queue_stats(read_link_log(logs[0])) if logs else
+    logs = sorted((where / "linklog").glob("**/forward.linklog"))
+    out.update(queue_stats(linklog.read_file(logs[0])) if logs else
                {"packets": forward["packets_in"], "drop_pct": 100 * forward["queue_drops"] / max(1, forward["packets_in"]),
                 "queue_peak": forward["queue_max_packets"]})
     if spec.kind == "tcp":
         out["share_pct"] = 100 * got["tcp_bytes"] * (1448 + IP_TCP_TS) / 1448 * 8 / elapsed / BASE_RATE
         return out
-    arrivals = np.load(record)
+    arrivals = np.sort(np.load(record))
     ip = spec.packet_bytes + IP_UDP
-    out["share_pct"] = 100 * got["udp_packets"] * ip * 8 / elapsed / BASE_RATE
-    return {**out, **bursts(arrivals)}
+    window = arrivals[arrivals - arrivals[0] < elapsed * 1e9] if len(arrivals) else arrivals
+    out["share_pct"] = 100 * len(window) * ip * 8 / elapsed / BASE_RATE
+    return {**out, **bursts(window)}
 
 
 def _ready(proc, role: str):

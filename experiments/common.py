@@ -48,7 +48,7 @@ def default_out(name: str) -> Path:
     current directory, never inside the installed package.  The runs committed with
     the repository are made with --out experiments/results/NAME."""
     return Path.cwd() / "magnet-results" / name
-STUDIES = ("multistack", "modmap", "overhead", "loss", "traces", "sndbuf", "sched", "apps", "fidelity")
+STUDIES = ("multistack", "modmap", "overhead", "loss", "traces", "sndbuf", "sched", "apps", "fidelity", "agreement")
 
 
 def parser(name: str, doc: str | None) -> argparse.ArgumentParser:

@@ -425,14 +425,15 @@ def test_udp_cross_traffic_plays_the_schedule_the_real_sender_sends(programs, ft
     for k in (1, 2):
         stack = run.stack(k)
         assert not stack["cross_schedule_exhausted"]
-        due = 0
+        due = sent = 0
         for i, c in enumerate(chain.cross):
             flow = cross_mod.flow_of(c, 20_000_000)
             times = cross_mod.UdpSchedule(flow, 20_000_000, cross_mod.stack_seed(4, k), i).until(horizon)
             with magnetlib.open(tmp_path / "cross" / f"stack-{k}-cross-{i + 1}.magnet") as trace:
                 played = demand_mod.extract(trace, None, "send", "sock")
             np.testing.assert_array_equal(played.time_ns - played.time_ns[0], times)
-            due += int((times < stack["cross_ns"] - 500_000).sum())     # sent, and across by the end
+            due += int((times < stack["cross_ns"] - 50_000_000).sum())  # across by the end (30 ms away)
+            sent += int((times < stack["cross_ns"]).sum())
         delivered = stack["cross_bytes"] // 1000
-        assert due - 2 <= delivered <= due + 2, (due, delivered)       # in flight at the end
+        assert due <= delivered <= sent, (due, delivered, sent)
         assert stack["bottleneck_queue_drops"] == 0

@@ -1,0 +1,97 @@
+"""The engines agree: ns-3 with the Linux profile and Linux's TCP over linkem, run for real
+on the paper's application, and the cross traffic both put on a bottleneck; the agreement
+study (experiments/agreement.py) end to end on one setting."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from magnet.experiments import agreement, modmap
+from magnet.replay import engines
+from magnet.replay.scenario import Scenario
+from magnetlib import synth
+
+from .conftest import require, run_magnet
+
+
+def require_engine(name: str) -> None:
+    why = engines.unavailable(name)
+    require(why is None, f"{name}: {why}")
+
+
+def test_paper_application_through_one_stack_agrees_within_3_percent(tmp_path):
+    """Stack 1 of the paper's application (3284 B every 0.124 s over 20 Mbit/s and 60 ms): the
+    same segments, 1448 + 1448 + 388 a write, in both engines; mean size and gap within 3 %."""
+    require_engine("ns-3")
+    require_engine("tcp")
+    demand = synth.ftp_paper(6)
+    chain = Scenario(stacks=1, path=(modmap.BASE_PATH,))
+    ns3 = engines.run("ns-3", demand, chain, tmp_path / "ns3").table().iloc[1]
+    linux = engines.run("tcp", demand, chain, tmp_path / "tcp").table().iloc[1]
+    for metric in ("mean_size", "mean_spacing_s"):
+        assert abs(ns3[metric] / linux[metric] - 1) <= 0.03, (metric, ns3[metric], linux[metric])
+    assert abs(ns3["rtt_measured_ms"] / linux["rtt_measured_ms"] - 1) <= 0.10, \
+        (ns3["rtt_measured_ms"], linux["rtt_measured_ms"])
+
+
+@pytest.mark.parametrize("kind", ["poisson:30%", "pareto:50%"])
+def test_cross_traffic_share_matches_its_setting_in_both_engines(kind, tmp_path):
+    """Both engines play the same UDP datagrams: each delivers the schedule's share within 5 %,
+    with its bursts; a Poisson schedule's share over 10 s is its setting within 5 %."""
+    require_engine("ns-3")
+    require_engine("tcp")
+    args = agreement.options(["--cross-duration", "10", "--seed", "2"])
+    ns3 = agreement.ns3_cross(kind, args, tmp_path / "ns3")
+    linux = agreement.real_cross(kind, args, tmp_path / "tcp")
+    for got in (ns3, linux):
+        planned = agreement.schedule_share(kind, args, got["seconds"])
+        assert abs(got["share_pct"] / planned["share_pct"] - 1) <= 0.05, (got, planned)
+        assert abs(got["bursts"] - planned["bursts"]) <= 1, (got, planned)
+        if kind.startswith("poisson"):
+            assert abs(got["share_pct"] / 30 - 1) <= 0.05, got
+    assert ns3["drop_pct"] == linux["drop_pct"] == 0
+    assert ns3["queue_p50"] <= 1 and linux["queue_p50"] <= 2, (ns3, linux)
+
+
+def test_agreement_study_writes_its_cells_and_cross_table(tmp_path):
+    require_engine("ns-3")
+    require_engine("tcp")
+    out = tmp_path / "a"
+    proc = run_magnet("experiment", "agreement", "--out", out, "--settings", "base", "--workloads", "paper",
+                      "--stacks", "2", "--duration", "4", "--runs", "1", "--cross-duration", "5")
+    assert proc.returncode == 0, proc.stderr_text
+    for name in ("README.md", "runs.csv", "cells.csv", "cross.csv", "heatmap.png", "cross.png"):
+        assert (out / name).stat().st_size > 0, name
+    cells = pd.read_csv(out / "cells.csv")
+    assert list(cells["stack"]) == [1, 2]
+    assert (cells["size_diff_pct"].abs() <= 3).all(), cells
+    cross = pd.read_csv(out / "cross.csv")
+    assert set(cross["engine"]) == {"ns-3", "tcp", "schedule"}
+    assert set(cross["kind"]) == set(agreement.CROSS_KINDS)
+    readme = (out / "README.md").read_text()
+    assert "cells" in readme and "Cross traffic in both engines" in readme
+
+
+def test_cells_compare_medians_and_show_linuxs_spread():
+    runs = pd.DataFrame([
+        {"engine": e, "setting": "base", "workload": "paper", "stack": 1, "run": r, "mean_size": size,
+         "mean_gap_s": 0.04, "throughput_bps": 2e5, "rtt_measured_ms": rtt, "retrans_bytes": 0}
+        for e, r, size, rtt in (("ns-3", 1, 1090, 61), ("tcp", 1, 1000, 60), ("tcp", 2, 1000, 66),
+                                ("tcp", 3, 1200, 63))])
+    table = agreement.cells(runs)
+    row = table.iloc[0]
+    assert row["size_diff_pct"] == pytest.approx(9.0) and row["size_tcp_spread_pct"] == pytest.approx(20.0)
+    assert row["RTT_diff_pct"] == pytest.approx(100 * (61 / 63 - 1))
+    assert row["worst"] == "size" and bool(row["agrees"])        # 9 % is within the 10 % target
+    assert agreement.mechanism(row) == agreement.SPREAD_NOTE      # and within Linux's spread
+
+
+def test_bursts_split_at_silences():
+    ms = 1_000_000
+    times = np.r_[np.arange(0, 100 * ms, ms // 2), np.arange(300 * ms, 350 * ms, ms // 2)]
+    b = agreement.bursts(times)
+    assert b["bursts"] == 2 and b["packets_p50"] == 150
+    assert b["off_ms_p50"] == pytest.approx(200.5)
