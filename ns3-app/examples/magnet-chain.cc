@@ -435,7 +435,7 @@ RunApp(const Options& o)
         std::cout << "  " << CrossLine(c) << (c.PathOf(1).duplex ? ", both directions" : "") << "\n";
     }
     std::cout << "  TCP:";
-    for (const auto& [name, value] : MagnetChain::TcpSettings())
+    for (const auto& [name, value] : chain.TcpSettings())
     {
         std::cout << " " << name << "=" << value;
     }

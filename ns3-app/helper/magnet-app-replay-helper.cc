@@ -389,13 +389,17 @@ MagnetAppReplayHelper::Install(Ptr<Node> client,
             s.apps[opener][i]->OpenAfter(s.apps[opener][m_demand->IndexOf(c.after)]);
         }
     }
-    // The acceptors' variant follows the connections' (accepted sockets are its copies).
+    // The acceptors' variant and socket factory follow the connections' (accepted
+    // sockets are the listener's copies).
     for (size_t side : {kClient, kServer})
     {
         if (!s.apps[side].empty())
         {
             s.apps[side].front()->GetAttribute("TcpVariant", variant);
             acceptors[side]->SetAttribute("TcpVariant", variant);
+            TypeIdValue protocol;
+            s.apps[side].front()->GetAttribute("Protocol", protocol);
+            acceptors[side]->SetAttribute("Protocol", protocol);
         }
     }
     return replay;

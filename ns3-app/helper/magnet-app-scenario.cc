@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-app-scenario.h"
 
+#include "magnet-tcp-profile.h"
+
 #include "ns3/boolean.h"
 #include "ns3/data-rate.h"
 #include "ns3/inet-socket-address.h"
@@ -88,7 +90,7 @@ MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
     const MagnetTcpConfig& tcp = m_config.tcp;
     NodeContainer nodes;
     nodes.Create(2);
-    InternetStackHelper().Install(nodes);
+    MagnetTcpProfile::InstallStack(nodes); // the profile's sockets (--tcpModel)
     Ipv4AddressHelper ip(kNetwork, kNetmask);
     MagnetPath path = MagnetPathHelper(pathConfig).Install(nodes.Get(0), nodes.Get(1), ip);
     std::unique_ptr<MagnetCrossTraffic> cross;
@@ -96,13 +98,15 @@ MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
     if (!m_config.cross.empty())
     {
         cross = std::make_unique<MagnetCrossTraffic>(m_config.cross, pathConfig);
-        cross->Install(path, ip, Seconds(0), tcp.SegmentSize(pathConfig.mtu));
+        cross->Install(path, ip, Seconds(0), tcp.SegmentSize(pathConfig.mtu),
+                       MagnetTcpProfile(tcp).SocketFactory());
         start = m_config.crossLead;
     }
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
 
     MagnetAppReplayHelper helper(demand);
     helper.SetAttribute("TcpVariant", StringValue(tcp.cc));
+    helper.SetAttribute("Protocol", TypeIdValue(MagnetTcpProfile(tcp).SocketFactory()));
     helper.SetAttribute("ReadSize", UintegerValue(tcp.readSize));
     helper.SetAttribute("OpenLoop", BooleanValue(m_openLoop));
     helper.SetSocketAttribute("SegmentSize", UintegerValue(tcp.SegmentSize(pathConfig.mtu)));
@@ -181,7 +185,8 @@ MagnetAppScenario::RunReference(const MagnetAppDemand& demand, Time until)
     if (!m_config.cross.empty())
     {
         cross = std::make_unique<MagnetCrossTraffic>(m_config.cross, pathConfig);
-        cross->Install(path, ip, Seconds(0), m_config.tcp.SegmentSize(pathConfig.mtu));
+        cross->Install(path, ip, Seconds(0), m_config.tcp.SegmentSize(pathConfig.mtu),
+                       MagnetTcpProfile(m_config.tcp).SocketFactory());
         start = m_config.crossLead;
     }
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();

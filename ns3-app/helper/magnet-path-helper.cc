@@ -483,11 +483,13 @@ MagnetCrossTraffic::Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time 
         Ptr<Ipv4> ipv4 = device->GetNode()->GetObject<Ipv4>();
         return ipv4->GetAddress(ipv4->GetInterfaceForDevice(device), 0).GetLocal();
     };
-    InstallDirection(ends.Get(0), ends.Get(1), address(out.Get(1)), kFirstPort, start, segmentSize);
+    InstallDirection(ends.Get(0), ends.Get(1), address(out.Get(1)), kFirstPort, start, segmentSize,
+                     tcpFactory, m_schedules);
     if (m_path.duplex)
     {
+        // The schedules are the forward direction's: ns-3 draws the reverse one.
         InstallDirection(ends.Get(1), ends.Get(0), address(in.Get(0)), kReverseFirstPort, start,
-                         segmentSize);
+                         segmentSize, tcpFactory, {});
     }
 }
 
@@ -497,7 +499,9 @@ MagnetCrossTraffic::InstallDirection(Ptr<Node> from,
                                      Ipv4Address sinkAddress,
                                      uint16_t firstPort,
                                      Time start,
-                                     uint32_t segmentSize)
+                                     uint32_t segmentSize,
+                                     TypeId tcpFactory,
+                                     const std::vector<std::string>& schedules)
 {
     for (size_t i = 0; i < m_cross.size(); ++i)
     {
@@ -527,12 +531,12 @@ MagnetCrossTraffic::InstallDirection(Ptr<Node> from,
                 sources.Get(f)->SetStartTime(at);
             }
         }
-        else if (i < m_schedules.size() && !m_schedules[i].empty())
+        else if (i < schedules.size() && !schedules[i].empty())
         {
             auto app = CreateObject<MagnetUdpScheduleApplication>();
             app->SetAttribute("Remote", AddressValue(remote));
-            app->SetAttribute("Schedule", StringValue(m_schedules[i]));
-            ends.Get(0)->AddApplication(app);
+            app->SetAttribute("Schedule", StringValue(schedules[i]));
+            from->AddApplication(app);
             sources.Add(app);
             m_played.push_back(app);
         }

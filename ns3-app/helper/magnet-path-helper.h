@@ -146,6 +146,8 @@ class MagnetCrossTraffic
      * Play these schedules (magnet traces of the datagrams, replay/cross.py's
      * UdpSchedule), one per cross item, instead of drawing with ns-3's own
      * sources; an empty name keeps ns-3's source for that item.  Before Install.
+     * The schedules are the forward direction's: on a duplex path ns-3 draws the
+     * reverse direction's cross traffic.
      */
     void SetSchedules(std::vector<std::string> files);
 
@@ -165,9 +167,13 @@ class MagnetCrossTraffic
     static constexpr uint16_t kReverseFirstPort = 6001; //!< ... and kReverseFirstPort + i back
 
   private:
-    /** The cross items from `from` to sinks on `to` (at `sinkAddress`), ports from `firstPort`. */
+    /**
+     * The cross items from `from` to sinks on `to` (at `sinkAddress`), ports from
+     * `firstPort`; UDP items with a schedule in `schedules` play it.
+     */
     void InstallDirection(Ptr<Node> from, Ptr<Node> to, Ipv4Address sinkAddress, uint16_t firstPort,
-                          Time start, uint32_t segmentSize);
+                          Time start, uint32_t segmentSize, TypeId tcpFactory,
+                          const std::vector<std::string>& schedules);
 
     std::vector<MagnetCrossConfig> m_cross;
     MagnetPathConfig m_path;

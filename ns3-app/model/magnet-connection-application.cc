@@ -66,6 +66,11 @@ MagnetAcceptorApplication::GetTypeId()
                           AddressValue(),
                           MakeAddressAccessor(&MagnetAcceptorApplication::m_local),
                           MakeAddressChecker())
+            .AddAttribute("Protocol",
+                          "The socket factory (MagnetTcpProfile::SocketFactory).",
+                          TypeIdValue(TcpSocketFactory::GetTypeId()),
+                          MakeTypeIdAccessor(&MagnetAcceptorApplication::m_protocol),
+                          MakeTypeIdChecker())
             .AddAttribute("TcpVariant",
                           "Congestion control of the accepted sockets (empty: the node's default).",
                           StringValue(""),
@@ -100,7 +105,7 @@ MagnetAcceptorApplication::DoDispose()
 void
 MagnetAcceptorApplication::StartApplication()
 {
-    m_listener = MagnetCreateSocket(GetNode(), TcpSocketFactory::GetTypeId(), m_tcpVariant);
+    m_listener = MagnetCreateSocket(GetNode(), m_protocol, m_tcpVariant);
     for (const auto& [name, value] : m_socketAttributes)
     {
         m_listener->SetAttribute(name, *value);
@@ -150,6 +155,11 @@ MagnetConnectionApplication::GetTypeId()
                           BooleanValue(false),
                           MakeBooleanAccessor(&MagnetConnectionApplication::m_openLoop),
                           MakeBooleanChecker())
+            .AddAttribute("Protocol",
+                          "The socket factory (MagnetTcpProfile::SocketFactory).",
+                          TypeIdValue(TcpSocketFactory::GetTypeId()),
+                          MakeTypeIdAccessor(&MagnetConnectionApplication::m_protocol),
+                          MakeTypeIdChecker())
             .AddAttribute("TcpVariant",
                           "Congestion control of the opener's socket (empty: the node's default).",
                           StringValue(""),
@@ -318,7 +328,7 @@ MagnetConnectionApplication::EarlierReadAll(uint32_t connection)
 void
 MagnetConnectionApplication::Open()
 {
-    m_socket = MagnetCreateSocket(GetNode(), TcpSocketFactory::GetTypeId(), m_tcpVariant);
+    m_socket = MagnetCreateSocket(GetNode(), m_protocol, m_tcpVariant);
     for (const auto& [name, value] : m_socketAttributes)
     {
         m_socket->SetAttribute(name, *value);

@@ -53,6 +53,7 @@ class MagnetAcceptorApplication : public Application
 
     Address m_local;
     std::string m_tcpVariant;
+    TypeId m_protocol;
     Ptr<Socket> m_listener;
     std::vector<std::pair<std::string, Ptr<AttributeValue>>> m_socketAttributes;
     std::unordered_map<uint16_t, Ptr<MagnetConnectionApplication>> m_expected;
@@ -167,6 +168,7 @@ class MagnetConnectionApplication : public Application
     uint32_t m_readSize;
     bool m_openLoop;
     std::string m_tcpVariant;
+    TypeId m_protocol;
 
     std::shared_ptr<const MagnetAppDemand> m_demand;
     const MagnetAppConnection* m_connection{nullptr};
