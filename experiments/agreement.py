@@ -43,10 +43,11 @@ import numpy as np
 import pandas as pd
 
 from magnet.replay import engines, linklog
+from magnet.replay.errors import ReplayError
 from magnet.replay.scenario import Scenario, cross as cross_spec
 from magnetlib import knobs
 from magnetlib.demand import Demand
-from magnetlib.errors import TraceError
+from magnetlib.errors import MagnetError, TraceError
 
 from . import common, modmap
 
@@ -110,7 +111,7 @@ def run_map(args, work: Path, live: Demand | None) -> tuple[pd.DataFrame | None,
             demand = modmap.demand_of(workload, args.duration, seed, live)
             outcome = engines.run(engine, demand, modmap.scenario_of(setting, args.stacks, seed), where,
                                   **engines.options_for(engine, args.tcp_model))
-        except (TraceError, OSError, ValueError) as e:
+        except (MagnetError, OSError, ValueError) as e:
             failed.append(f"{name}: {e}")
             common.progress_note(f"agreement: {name} failed: {e}")
             continue
@@ -269,7 +270,7 @@ def real_cross(kind: str, args, where: Path) -> dict:
     extra = {"log_dir": where / "linklog"}
     seconds = 1.0 + args.cross_duration
     command = [sys.executable, "-m", "magnet.replay.cross"]
-    with wan.build(prefix, scenario, where, **extra) as net:
+    with wan.chain(prefix, scenario, where, **extra) as net:
         s = net.stack(1)
         sink = _ready(net.popen(s.cross_ns[1], [*command, "sink", f"--addr={s.cross_addr[1]}", f"--record={record}"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), "cross sink")
@@ -304,7 +305,7 @@ def real_cross(kind: str, args, where: Path) -> dict:
 def _ready(proc, role: str):
     if proc.stdout.readline().split()[:1] != ["ready"]:
         proc.kill()
-        raise TraceError(role, (proc.communicate()[1].strip().splitlines() or ["did not start"])[-1])
+        raise ReplayError(role, (proc.communicate()[1].strip().splitlines() or ["did not start"])[-1])
     return proc
 
 
@@ -313,7 +314,7 @@ def _stop(proc, role: str) -> dict:
     out, err = proc.communicate(timeout=60)
     lines = out.strip().splitlines()
     if proc.returncode != 0 or not lines:
-        raise TraceError(role, (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
+        raise ReplayError(role, (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
     return json.loads(lines[-1])
 
 
@@ -338,7 +339,7 @@ def run_cross(args, work: Path) -> tuple[pd.DataFrame | None, list[str]]:
                 continue
             try:
                 rows.append(fn(kind, args, work / f"cross-{engine}-{kind.replace(':', '-').replace('%', '')}"))
-            except (TraceError, OSError, ValueError) as e:
+            except (MagnetError, OSError, ValueError) as e:
                 failed.append(f"cross {kind} {engine}: {e}")
                 common.progress_note(f"agreement: cross {kind} in {engine} failed: {e}")
         seconds = next((r["seconds"] for r in rows if r["kind"] == kind and r["engine"] == "ns-3"),

@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from magnetlib import buildcache
-from magnetlib.errors import TraceError
+
+from .errors import ReplayError
 
 SINK_PORT = 5999
 UDP_OVERHEAD = 28                   # IPv4 + UDP headers
@@ -148,7 +149,7 @@ def build_udpsched() -> Path:
     version of udpsched.c into the per-user cache."""
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if not cc:
-        raise TraceError("udpsched", "building the UDP cross-traffic sender needs a C compiler "
+        raise ReplayError("udpsched", "building the UDP cross-traffic sender needs a C compiler "
                                      "(Debian: apt-get install gcc)")
     flags = ["-O2", "-Wall", "-Wextra", "-std=gnu11"]
 
@@ -156,7 +157,7 @@ def build_udpsched() -> Path:
         proc = subprocess.run([cc, *flags, "-o", str(out / "udpsched"), str(UDPSCHED)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            raise TraceError("building udpsched", (proc.stderr.strip().splitlines() or ["failed"])[-1])
+            raise ReplayError("building udpsched", (proc.stderr.strip().splitlines() or ["failed"])[-1])
     digest = buildcache.key([("udpsched.c", UDPSCHED)], [cc, *flags])
     return buildcache.build("udpsched", digest, make, quiet=True, label="udpsched")[0] / "udpsched"
 
@@ -208,7 +209,7 @@ class Sender:
             proc = subprocess.Popen([str(build_udpsched()), f"--bind={self.addr}", f"--to={self.to}:{SINK_PORT}",
                                      f"--size={flow['size']}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE)
-        except (OSError, TraceError) as e:
+        except (OSError, ReplayError) as e:
             self.errors.append(f"UDP source: {e}")
             return
         self.udp_procs.append(proc)
