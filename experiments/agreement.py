@@ -55,7 +55,7 @@ METRICS = {"mean_size": "size", "mean_gap_s": "gap", "throughput_bps": "throughp
            "rtt_measured_ms": "RTT"}
 TARGET_PCT, CEILING_PCT, STACK1_PCT = 10.0, 25.0, 3.0
 CROSS_KINDS = ("pareto:50%", "poisson:30%", "tcp:4")
-BURST_GAP_NS = 20_000_000            # a gap this long between cross datagrams ends a burst
+BURST_GAP_NS = 20_000_000            # a gap this long between Poisson datagrams ends a burst
 PROBE = (100, 1_000_000_000)         # the cross study's replay: 100 B a second
 IP_UDP = 28
 IP_TCP_TS = 52                       # IPv4 + TCP with timestamps, per segment
@@ -211,12 +211,23 @@ def probe_demand(seconds: float) -> Demand:
     return Demand.from_arrays(np.arange(n, dtype=np.int64) * gap, np.full(n, size))
 
 
-def bursts(times_ns: np.ndarray) -> dict:
-    """The burst structure of a series of datagram arrivals: bursts split at BURST_GAP_NS."""
+def burst_gap_ns(kind: str) -> int:
+    """The silence that ends a burst: for Pareto on/off, half its shortest off period (the
+    Pareto scale), so that neither a stall of the sender or the emulator nor a real off
+    period is mistaken for the other; BURST_GAP_NS for Poisson."""
+    from magnet.replay import cross
+    spec = cross_spec(kind)
+    if spec.kind != "pareto":
+        return BURST_GAP_NS
+    return int(spec.off_ns * (cross.PARETO_SHAPE - 1) / cross.PARETO_SHAPE / 2)
+
+
+def bursts(times_ns: np.ndarray, gap_ns: int = BURST_GAP_NS) -> dict:
+    """The burst structure of a series of datagram arrivals: bursts split at gaps over gap_ns."""
     if len(times_ns) < 2:
         return {"bursts": 0}
     times = np.sort(times_ns)
-    cut = np.flatnonzero(np.diff(times) > BURST_GAP_NS)
+    cut = np.flatnonzero(np.diff(times) > gap_ns)
     starts, ends = np.r_[0, cut + 1], np.r_[cut, len(times) - 1]
     length, packets = (times[ends] - times[starts]) / 1e6, ends - starts + 1
     silence = (times[starts[1:]] - times[ends[:-1]]) / 1e6
@@ -252,7 +263,7 @@ def ns3_cross(kind: str, args, where: Path) -> dict:
     ip = spec.packet_bytes + IP_UDP
     after = log["departure_ns"][(log["bytes"] == ip) & (log["departure_ns"] >= 0)]
     out["share_pct"] = 100 * len(after) * ip * 8 / seconds / BASE_RATE
-    return {**out, **bursts(after)}
+    return {**out, **bursts(after, burst_gap_ns(kind))}
 
 
 BASE_RATE = modmap.BASE_PATH.rate_bps
@@ -299,7 +310,7 @@ def real_cross(kind: str, args, where: Path) -> dict:
     ip = spec.packet_bytes + IP_UDP
     window = arrivals[arrivals - arrivals[0] < elapsed * 1e9] if len(arrivals) else arrivals
     out["share_pct"] = 100 * len(window) * ip * 8 / elapsed / BASE_RATE
-    return {**out, **bursts(window)}
+    return {**out, **bursts(window, burst_gap_ns(kind))}
 
 
 def _ready(proc, role: str):
@@ -328,7 +339,7 @@ def schedule_share(kind: str, args, seconds: float) -> dict:
     times = cross.UdpSchedule(flow, BASE_RATE, cross.stack_seed(args.seed, 1), 0).until(int(seconds * 1e9))
     ip = spec.packet_bytes + IP_UDP
     return {"engine": "schedule", "kind": kind, "seconds": seconds,
-            "share_pct": 100 * len(times) * ip * 8 / seconds / BASE_RATE, **bursts(times)}
+            "share_pct": 100 * len(times) * ip * 8 / seconds / BASE_RATE, **bursts(times, burst_gap_ns(kind))}
 
 
 def run_cross(args, work: Path) -> tuple[pd.DataFrame | None, list[str]]:

