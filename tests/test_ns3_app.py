@@ -210,6 +210,31 @@ def test_chain_args_carry_duplex_and_a_simplex_chain_is_unchanged():
     assert "--duplex=0" in ns3.chain_args(Scenario(stacks=1))
 
 
+# ------------------------------------------------------------------ scale ---
+def test_each_segment_finds_its_connection_in_one_lookup(programs, demand_csv, tmp_path):
+    """ns-3's own TCP finds a segment's socket by walking every endpoint of the node:
+    O(connections) a segment, a whole application's replay O(connections^2).  The
+    replay hands each segment to its connection from a table instead (MagnetTcpDemux):
+    every segment but each connection's SYN to the acceptor, the table learning a
+    connection at most once per end; and the simulation is the same, byte for byte."""
+    many = synth.app_requests(connections=40, duration_s=1.0, ramp_s=0.2, seed=5)
+    for name, csv in (("five", demand_csv), ("forty", ns3.write_app_csv(many, tmp_path / "forty.csv"))):
+        outs = {}
+        for hashed in (0, 1):
+            outs[hashed] = tmp_path / f"{name}-{hashed}"
+            outs[hashed].mkdir()
+            args = ns3.chain_args(Scenario(stacks=1, path=(PATH,)))
+            subprocess.run([str(programs.chain), f"--app={csv}", f"--out={outs[hashed]}",
+                            f"--hashedDemux={hashed}", *args], capture_output=True, check=True)
+        for result in ("connections.csv", "adus.csv", "client.magnet", "server.magnet"):
+            assert (outs[0] / result).read_bytes() == (outs[1] / result).read_bytes(), (name, result)
+        summary = json.loads((outs[1] / "summary.json").read_text())
+        n, demux = summary["connections"], summary["demux"]
+        segments = demux["hits"] + demux["passed"]
+        assert summary["failed"] == 0 and segments > 10 * n, summary
+        assert demux["passed"] == n and 0 < demux["rebuilds"] <= 2 * n, (name, demux)
+
+
 # -------------------------------------------------------------- bad input ---
 @pytest.mark.parametrize("rows,problem", [
     ("1,send,client,0,10,0,0,0,0\n", "row 1 (connection 1): send before the connection's open"),

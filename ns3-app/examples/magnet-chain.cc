@@ -251,6 +251,7 @@ struct Options
     std::string app;       //!< a whole application's demand (CSV) instead of one stream
     bool openLoop{false};  //!< --app: every event at its original time
     bool appReference{false}; //!< --app: also time the same connections as OnOffApplications
+    bool hashedDemux{true};   //!< --app: MagnetTcpDemux finds each segment's socket (else ns-3's walk)
     uint64_t stream{0};
     std::string summary;
     bool bulkReference{false};
@@ -313,6 +314,10 @@ Parse(int argc, char* argv[])
     cmd.AddValue("openLoop", "--app: every event at its original time (no waits, no think times)", o.openLoop);
     cmd.AddValue("appReference", "--app: also time the same connections as plain OnOffApplications",
                  o.appReference);
+    cmd.AddValue("hashedDemux",
+                 "--app: find each segment's socket by a hash lookup (0: by ns-3's walk over every "
+                 "endpoint; the same simulation, slower with many connections)",
+                 o.hashedDemux);
     cmd.AddValue("stream", "sockid of the stream to replay (0: the only one)", o.stream);
     cmd.AddValue("stacks", "number of TCP stacks in sequence", c.stacks);
     cmd.AddValue("mode", "offline (stack k+1 replays stack k's wire) or relay", mode);
@@ -442,6 +447,7 @@ RunApp(const Options& o)
     std::cout << "\n  demand: " << demand->Bytes() << " bytes\n";
     ResetPeakRss();
     MagnetAppScenario scenario(c, o.openLoop);
+    scenario.SetHashedDemux(o.hashedDemux);
     MagnetAppRunResult r = scenario.Run(demand);
     uint64_t peak = PeakRss();
     std::ostringstream reference;
@@ -469,7 +475,9 @@ RunApp(const Options& o)
       << ", \"failed\": " << failed << ", \"first_failure\": " << Quote(r.FirstFailure())
       << ", \"demand_bytes\": " << demand->Bytes() << ", \"sim_end_ns\": " << r.end.GetNanoSeconds()
       << ", \"wall_s\": " << r.cost.wallSeconds << ", \"cpu_s\": " << r.cost.cpuSeconds
-      << ", \"peak_rss\": " << peak << reference.str() << ", \"client\": " << CountsJson(r.counts[0])
+      << ", \"peak_rss\": " << peak << reference.str() << ", \"hashed_demux\": "
+      << Bool(o.hashedDemux) << ", \"demux\": {\"hits\": " << r.demux.hits << ", \"passed\": "
+      << r.demux.passed << ", \"rebuilds\": " << r.demux.rebuilds << "}, \"client\": " << CountsJson(r.counts[0])
       << ", \"server\": " << CountsJson(r.counts[1]) << ", \"bottleneck_forward\": "
       << DropsJson(r.bottleneck[0]) << ", \"bottleneck_reverse\": " << DropsJson(r.bottleneck[1])
       << ", \"cross_bytes\": " << r.crossBytes << ", \"cross_ns\": " << r.crossTime.GetNanoSeconds()

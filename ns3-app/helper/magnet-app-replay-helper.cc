@@ -255,16 +255,22 @@ MagnetAppReplay::Adus() const
                 r.start = since(own.aduStart[a]);
                 r.end = since(peer.peerAduRead[a]);
                 // An answer: the first ADU after this side read more of the peer's data;
-                // the request is the peer's ADU holding the last byte it waited for.
+                // the request is the peer's ADU holding the last byte it waited for
+                // (found by bisection: a connection may hold many thousand ADUs).
                 uint64_t w = adus[a].waitBytes;
                 bool answer = w > 0 && (a == 0 || adus[a - 1].waitBytes < w);
-                for (size_t q = 0; answer && q < peerAdus.size(); ++q)
+                if (answer && r.end != Time::Max())
                 {
-                    if (peerAdus[q].endOffset >= w && peer.aduStart[q] != Time::Max() &&
-                        r.end != Time::Max())
+                    auto q = std::partition_point(peerAdus.begin(), peerAdus.end(),
+                                                  [w](const MagnetAppAdu& p) { return p.endOffset < w; }) -
+                             peerAdus.begin();
+                    while (q < static_cast<ptrdiff_t>(peerAdus.size()) && peer.aduStart[q] == Time::Max())
+                    {
+                        ++q;
+                    }
+                    if (q < static_cast<ptrdiff_t>(peerAdus.size()))
                     {
                         r.response = peer.peerAduRead[a] - peer.aduStart[q];
-                        break;
                     }
                 }
                 out.push_back(r);

@@ -12,6 +12,7 @@
 #include "ns3/internet-stack-helper.h"
 #include "ns3/ipv4-address-helper.h"
 #include "ns3/ipv4-global-routing-helper.h"
+#include "ns3/node-list.h"
 #include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
@@ -81,6 +82,37 @@ MagnetAppScenario::MagnetAppScenario(MagnetChainConfig config, bool openLoop)
     MagnetChain::Validate(m_config);
 }
 
+void
+MagnetAppScenario::SetHashedDemux(bool hashed)
+{
+    m_hashedDemux = hashed;
+}
+
+void
+MagnetAppScenario::InstallDemux() const
+{
+    if (m_hashedDemux)
+    {
+        MagnetTcpDemux::Install(NodeContainer::GetGlobal());
+    }
+}
+
+MagnetTcpDemux::Counts
+MagnetAppScenario::DemuxCounts() const
+{
+    MagnetTcpDemux::Counts sum;
+    for (auto node = NodeList::Begin(); node != NodeList::End(); ++node)
+    {
+        if (Ptr<MagnetTcpDemux> demux = MagnetTcpDemux::Get(*node))
+        {
+            sum.hits += demux->GetCounts().hits;
+            sum.passed += demux->GetCounts().passed;
+            sum.rebuilds += demux->GetCounts().rebuilds;
+        }
+    }
+    return sum;
+}
+
 MagnetAppRunResult
 MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
 {
@@ -103,6 +135,7 @@ MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
         start = m_config.crossLead;
     }
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+    InstallDemux();
 
     MagnetAppReplayHelper helper(demand);
     helper.SetAttribute("TcpVariant", StringValue(tcp.cc));
@@ -147,6 +180,7 @@ MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
     result.cost = {std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count(),
                    CpuSeconds() - cpu};
     result.end = Simulator::Now();
+    result.demux = DemuxCounts();
     for (size_t side : {0, 1})
     {
         recorders[side]->Close();
@@ -190,6 +224,7 @@ MagnetAppScenario::RunReference(const MagnetAppDemand& demand, Time until)
         start = m_config.crossLead;
     }
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+    InstallDemux();
     constexpr uint16_t kSinkPort = 9;
     Ipv4Address addresses[2] = {AddressOf(path.SenderDevice()), path.receiverAddress};
     PacketSink* sinks[2];

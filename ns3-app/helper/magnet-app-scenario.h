@@ -5,6 +5,7 @@
 #include "magnet-app-recorder.h"
 #include "magnet-app-replay-helper.h"
 #include "magnet-chain-helper.h"
+#include "magnet-tcp-demux.h"
 
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct MagnetAppRunResult
     Time crossTime;
     Time end;                        //!< simulated time when it stopped
     MagnetCost cost;
+    MagnetTcpDemux::Counts demux;    //!< segments by the hashed lookup, summed over the nodes
     std::vector<std::string> traces; //!< client.magnet, server.magnet (empty: none written)
 
     bool Complete() const;
@@ -41,6 +43,13 @@ class MagnetAppScenario
   public:
     MagnetAppScenario(MagnetChainConfig config, bool openLoop);
 
+    /**
+     * Find each received segment's connection by a hash lookup (MagnetTcpDemux, the
+     * default) or by ns-3's own walk over every endpoint of the node (O(sockets) a
+     * packet).  The simulation is the same either way; RunReference follows it too.
+     */
+    void SetHashedDemux(bool hashed);
+
     MagnetAppRunResult Run(std::shared_ptr<const MagnetAppDemand> demand);
 
     /**
@@ -49,8 +58,8 @@ class MagnetAppScenario
      * the connection's open, sending that side's bytes at an even rate over the
      * connection's span in the demand (its last row less its open), writes of its
      * mean write size; PacketSinks read.  The same path, cross traffic and TCP;
-     * stopped at `until` (the replay's end).  Returns its cost and the bytes the
-     * sinks received.
+     * stopped at `until` (the replay's end); the same socket lookup.  Returns its
+     * cost and the bytes the sinks received.
      */
     std::pair<MagnetCost, uint64_t> RunReference(const MagnetAppDemand& demand, Time until);
 
@@ -60,6 +69,11 @@ class MagnetAppScenario
   private:
     MagnetChainConfig m_config;
     bool m_openLoop;
+    bool m_hashedDemux{true};
+
+    /** Every node's TCP behind a MagnetTcpDemux, if so configured; what they did, summed. */
+    void InstallDemux() const;
+    MagnetTcpDemux::Counts DemuxCounts() const;
 };
 
 } // namespace ns3
