@@ -2,6 +2,7 @@
 connections as plain ns-3 applications.
 
     python -m magnet.experiments.bench_ns3_app [--connections 1000] [--duration 600] [--runs 3] [--quick]
+    python -m magnet.experiments.bench_ns3_app --connections 100,200,400,1000 --duration 60   # scaling
 
 The demand is magnetlib.synth.app_requests (the one both engines' benchmarks use):
 1,000 persistent request/response connections opened over the first 10 s, each
@@ -13,11 +14,15 @@ direction's bytes at an even rate over the connection's span, in its mean write
 size, PacketSinks reading), on the same path until the same simulated time.
 Target: replay wall time <= 1.3x the plain applications'.  Reported per run: wall
 and CPU seconds of both, their ratio, peak RSS of each phase (VmHWM, reset
-between them), the simulated events' scale (writes, segments).  --quick: 100
-connections over 60 s, one run.
+between them), the simulated events' scale (writes, segments), the segments
+handed to their connection by MagnetTcpDemux's table and by ns-3's own walk.
+Several connection counts (comma-separated) run interleaved, run by run, and the
+table adds each size's replay CPU seconds per connection against the smallest's
+(1.0 = cost linear in connections).  --quick: 100 connections over 60 s, one run.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -49,53 +54,87 @@ def run_once(programs, demand_csv: str, out: str) -> dict:
 
 def row(k: int, s: dict, load: float) -> dict:
     ref = s["reference"]
-    return {"run": k, "connections": s["connections"], "failed": s["failed"],
+    return {"run": k, "connections": s["connections"], "failed": s["failed"], "tcp": s["config"]["tcp"]["model"],
             "simulated_s": s["sim_end_ns"] / 1e9,
             "writes": s["client"]["sock_send"] + s["server"]["sock_send"],
             "segments": s["client"]["dev_send"] + s["server"]["dev_send"],
             "replay_s": s["wall_s"], "plain_s": ref["wall_s"], "ratio": s["wall_s"] / ref["wall_s"],
             "replay_cpu_s": s["cpu_s"], "plain_cpu_s": ref["cpu_s"], "cpu_ratio": s["cpu_s"] / ref["cpu_s"],
             "replay_rss_mib": s["peak_rss"] / 2**20, "plain_rss_mib": ref["peak_rss"] / 2**20,
-            "plain_bytes": ref["bytes"], "demand_bytes": s["demand_bytes"], "load": load}
+            "plain_bytes": ref["bytes"], "demand_bytes": s["demand_bytes"],
+            "by_table": s["demux"]["hits"], "by_walk": s["demux"]["passed"], "load": load,
+            "load_end": os.getloadavg()[0]}
+
+
+def sizes(text: str) -> list[int]:
+    """--connections: one count or several, comma-separated."""
+    try:
+        counts = [int(v) for v in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: connection counts, e.g. 1000 or 100,200,400")
+    return counts
+
+
+def scaling(frame: pd.DataFrame) -> str:
+    """Each size's median replay CPU per connection against the smallest size's."""
+    per = frame.groupby("connections").median(numeric_only=True)
+    unit = per.replay_cpu_s / per.index
+    lines = [f"{n} connections: replay {per.replay_cpu_s[n]:.3g} s CPU, plain {per.plain_cpu_s[n]:.3g} s, "
+             f"{unit[n] / unit.iloc[0]:.2f}x the smallest's CPU per connection" for n in per.index]
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     p = common.parser("bench-ns3-app", __doc__)
-    p.add_argument("--connections", type=int, default=1000)
+    p.add_argument("--connections", type=sizes, default=[1000],
+                   help="connection count, or several comma-separated (default 1000)")
     p.add_argument("--duration", type=float, default=600.0, help="seconds of demand (default 600)")
     p.add_argument("--runs", type=int, default=3)
     args = common.parse(p, argv)
     if args.quick:
-        args.connections, args.duration, args.runs = 100, 60.0, 1
+        args.connections, args.duration, args.runs = [100], 60.0, 1
 
     from magnetlib import synth
     from magnet.replay import ns3
     programs = ns3.build()
     results = common.Results("bench-ns3-app", args)
-    demand = synth.app_requests(connections=args.connections, duration_s=args.duration, seed=args.seed)
-    print(f"demand: {demand.summary()}", file=sys.stderr)
+    demands = {n: synth.app_requests(connections=n, duration_s=args.duration, seed=args.seed)
+               for n in args.connections}
+    for demand in demands.values():
+        print(f"demand: {demand.summary()}", file=sys.stderr)
     work = tempfile.mkdtemp(prefix="mgns3app-bench-", dir="/var/tmp")   # the demand and traces: GBs
     try:
-        csv = ns3.write_app_csv(demand, os.path.join(work, "demand.csv"))
+        csvs = {n: ns3.write_app_csv(d, os.path.join(work, f"demand-{n}.csv")) for n, d in demands.items()}
         rows = []
-        for k in common.progress(range(1, args.runs + 1), "runs", total=args.runs):
+        cases = [(k, n) for k in range(1, args.runs + 1) for n in args.connections]
+        for k, n in common.progress(cases, "runs", total=len(cases)):
             load = os.getloadavg()[0]
-            rows.append(row(k, run_once(programs, str(csv), os.path.join(work, f"run-{k}")), load))
+            out = os.path.join(work, f"run-{k}-{n}")
+            rows.append(row(k, run_once(programs, str(csvs[n]), out), load))
+            shutil.rmtree(out, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     frame = pd.DataFrame(rows)
     table = results.table("runs", frame)
-    med = frame.median(numeric_only=True)
+    largest = frame[frame.connections == max(args.connections)]      # the target's size
+    med = largest.median(numeric_only=True)
     verdict = "met" if med["ratio"] <= TARGET else "MISSED"
-    body = (f"{args.connections} connections over {args.duration:g} s of demand "
-            f"({demand.summary()}), replayed closed-loop in ns-3 {programs.ns3.version} over a "
+    described = "; ".join(d.summary() for d in demands.values())
+    body = (f"{'/'.join(map(str, args.connections))} connections over {args.duration:g} s of demand "
+            f"({described}), replayed closed-loop in ns-3 {programs.ns3.version} "
+            f"(TCP model {frame.tcp.iloc[0]}) over a "
             f"100 Mbit/s, 10 ms duplex path with both sides traced, against the same connections "
             f"as OnOffApplications (even rate, mean write size) on the same path.\n\n{table}\n\n"
-            f"Median replay/plain wall ratio {med['ratio']:.2f} (min {frame.ratio.min():.2f}, max "
-            f"{frame.ratio.max():.2f}), CPU ratio {med['cpu_ratio']:.2f}; target {TARGET}x: {verdict}. "
+            f"At {max(args.connections)} connections: median replay/plain wall ratio {med['ratio']:.2f} "
+            f"(min {largest.ratio.min():.2f}, max {largest.ratio.max():.2f}), CPU ratio {med['cpu_ratio']:.2f}; target {TARGET}x: {verdict}. "
             f"Peak RSS: replay {med['replay_rss_mib']:.0f} MiB, plain {med['plain_rss_mib']:.0f} MiB. "
-            f"Load average at the runs' starts: {', '.join(f'{v:.1f}' for v in frame.load)} on "
+            f"Load average at the runs' starts and ends: "
+            f"{', '.join(f'{a:.1f}-{b:.1f}' for a, b in zip(frame.load, frame.load_end))} on "
             f"{os.cpu_count()} CPUs (other work shared the machine).\n")
+    if len(args.connections) > 1:
+        body += f"\nScaling (medians):\n\n{scaling(frame)}\n"
     results.write("ns-3 whole-application replay against plain ns-3 applications", body)
     print(table)
     print(body.splitlines()[-1])

@@ -9,7 +9,6 @@
 #include "ns3/on-off-helper.h"
 #include "ns3/packet-sink-helper.h"
 #include "ns3/packet-sink.h"
-#include "ns3/internet-stack-helper.h"
 #include "ns3/ipv4-address-helper.h"
 #include "ns3/ipv4-global-routing-helper.h"
 #include "ns3/node-list.h"
@@ -209,9 +208,10 @@ MagnetAppScenario::RunReference(const MagnetAppDemand& demand, Time until)
     MagnetChain(m_config).ApplyDefaults();
     RngSeedManager::SetRun(1);
     const MagnetPathConfig& pathConfig = m_config.PathOf(1);
+    const TypeId factory = MagnetTcpProfile(m_config.tcp).SocketFactory();
     NodeContainer nodes;
     nodes.Create(2);
-    InternetStackHelper().Install(nodes);
+    MagnetTcpProfile::InstallStack(nodes); // the replay's TCP for the plain applications too
     Ipv4AddressHelper ip(kNetwork, kNetmask);
     MagnetPath path = MagnetPathHelper(pathConfig).Install(nodes.Get(0), nodes.Get(1), ip);
     std::unique_ptr<MagnetCrossTraffic> cross;
@@ -219,8 +219,7 @@ MagnetAppScenario::RunReference(const MagnetAppDemand& demand, Time until)
     if (!m_config.cross.empty())
     {
         cross = std::make_unique<MagnetCrossTraffic>(m_config.cross, pathConfig);
-        cross->Install(path, ip, Seconds(0), m_config.tcp.SegmentSize(pathConfig.mtu),
-                       MagnetTcpProfile(m_config.tcp).SocketFactory());
+        cross->Install(path, ip, Seconds(0), m_config.tcp.SegmentSize(pathConfig.mtu), factory);
         start = m_config.crossLead;
     }
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
@@ -230,7 +229,7 @@ MagnetAppScenario::RunReference(const MagnetAppDemand& demand, Time until)
     PacketSink* sinks[2];
     for (size_t side : {0, 1})
     {
-        PacketSinkHelper helper("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), kSinkPort));
+        PacketSinkHelper helper(factory.GetName(), InetSocketAddress(Ipv4Address::GetAny(), kSinkPort));
         sinks[side] = PeekPointer(DynamicCast<PacketSink>(helper.Install(nodes.Get(side)).Get(0)));
     }
     for (const auto& c : demand.connections)
@@ -257,7 +256,7 @@ MagnetAppScenario::RunReference(const MagnetAppDemand& demand, Time until)
                 writes += ev.kind == MagnetAppEvent::Kind::Send;
             }
             size_t peer = 1 - static_cast<size_t>(side);
-            OnOffHelper onoff("ns3::TcpSocketFactory", InetSocketAddress(addresses[peer], kSinkPort));
+            OnOffHelper onoff(factory.GetName(), InetSocketAddress(addresses[peer], kSinkPort));
             onoff.SetConstantRate(DataRate(std::max<uint64_t>(8, static_cast<uint64_t>(bytes * 8 / span))),
                                   static_cast<uint32_t>(std::max<uint64_t>(1, bytes / writes)));
             onoff.SetAttribute("MaxBytes", UintegerValue(bytes));
