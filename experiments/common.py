@@ -1,5 +1,6 @@
-"""What every study shares: its command line, its results directory, the record
-of how and where it ran, Markdown tables, figures and a progress bar.
+"""What every study and benchmark shares: its command line, its results directory,
+the record of how and where it ran, Markdown tables, figures, a progress bar and
+the median [min, max] of repeated runs.
 
 A study module `experiments/NAME.py` has `main(argv) -> int` and uses:
 
@@ -11,7 +12,9 @@ A study module `experiments/NAME.py` has `main(argv) -> int` and uses:
     results.write(body_markdown)                             # README.md: how it ran + body
 
 so every result directory holds the command, parameters, versions and machine
-that produced it.
+that produced it.  A benchmark (`python -m magnet.experiments.bench_NAME`) does the
+same from common.bench_parser, which adds --note (what else ran on the shared
+machine) and names the command it was run by.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import weakref
 from contextlib import contextmanager
 from importlib import metadata
@@ -51,15 +55,31 @@ def default_out(name: str) -> Path:
 STUDIES = ("multistack", "modmap", "overhead", "loss", "traces", "sndbuf", "sched", "apps", "fidelity", "agreement")
 
 
-def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
+def parser(name: str, doc: str | None, prog: str | None = None) -> argparse.ArgumentParser:
     """The options every study has; a study adds its own."""
-    p = Parser(prog=f"magnet experiment {name}", description=doc,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog=prog or f"magnet experiment {name}", description=doc,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a short run (under two minutes), as the tests run it")
     p.add_argument("--out", type=Path, default=default_out(name),
                    help=f"results directory (default ./magnet-results/{name})")
     p.add_argument("--seed", type=int, default=1, help="first random seed (default 1)")
     return p
+
+
+def bench_parser(module: str, name: str, doc: str | None) -> argparse.ArgumentParser:
+    """The options every benchmark has (a study's, and --note); `module` is how it is
+    run (python -m magnet.experiments.MODULE), `name` its results directory's."""
+    p = parser(name, doc, prog=f"python -m magnet.experiments.{module}")
+    p.add_argument("--note", default="", help="a sentence for the README: what else ran on the machine")
+    return p
+
+
+def quick(p: argparse.ArgumentParser, args: argparse.Namespace, **settings) -> None:
+    """--quick: these settings, for the options the command line left at their defaults."""
+    if args.quick:
+        for name, value in settings.items():
+            if getattr(args, name) == p.get_default(name):
+                setattr(args, name, value)
 
 
 def choices(p: argparse.ArgumentParser, option: str, text: str, known) -> list[str]:
@@ -82,7 +102,7 @@ def parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namesp
     """Parse the study's options, keeping its command line for the results' README."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(argv)
-    args.argv = argv
+    args.argv, args.prog = argv, p.prog
     return args
 
 
@@ -97,6 +117,50 @@ def progress_note(line: str) -> None:
     """A line on stderr that leaves a running progress bar intact."""
     from tqdm.auto import tqdm
     tqdm.write(line, file=sys.stderr)
+
+
+def spread(values, fmt: str = "{:.3g}") -> str:
+    """Repeated runs' values as "median [min, max]" (the value alone when there is one;
+    "–" when there are none): how every study and benchmark reports them."""
+    import numpy as np
+    v = np.asarray(values, float)
+    v = v[~np.isnan(v)]
+    if not len(v):
+        return "–"
+    if len(v) == 1:
+        return fmt.format(v[0])
+    return f"{fmt.format(np.median(v))} [{fmt.format(v.min())}, {fmt.format(v.max())}]"
+
+
+def stalls(seconds: float = 1.0, threshold_ns: int = 20_000) -> dict:
+    """Spin on the clock: how often and how long the CPU was taken away (interrupts, the
+    hypervisor, other work): the floor under any userspace timer on this machine."""
+    import numpy as np
+    gaps, now = [], time.monotonic_ns
+    end = now() + int(seconds * 1e9)
+    prev = now()
+    while prev < end:
+        t = now()
+        if t - prev > threshold_ns:
+            gaps.append(t - prev)
+        prev = t
+    gaps = np.array(gaps or [0])
+    return {"stalls_per_s": len(gaps) / seconds, "stalled_pct": 100 * gaps.sum() / (seconds * 1e9),
+            "max_stall_us": gaps.max() / 1e3}
+
+
+def load() -> str:
+    """The load averages (1, 5, 15 minutes): how busy the shared machine was."""
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def busiest(exclude: int) -> str:
+    """The processes using most CPU right now (ps), `exclude` left out: what else ran."""
+    out = subprocess.run(["ps", "-eo", "pid,pcpu,comm", "--sort=-pcpu", "--no-headers"],
+                         capture_output=True, text=True).stdout.splitlines()
+    rows = [line.split(None, 2) for line in out]
+    return ", ".join(f"{comm} {cpu}%" for pid, cpu, comm in rows[:8]
+                     if int(pid) != exclude and float(cpu) >= 1.0)[:300] or "none above 1% CPU"
 
 
 def markdown(frame: pd.DataFrame, floats: str = "{:.3g}") -> str:
@@ -176,7 +240,8 @@ class Results:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.partial-", dir=self.out.parent))
         self._discard = weakref.finalize(self, shutil.rmtree, self.dir, True)
-        self.command = f"magnet experiment {name} {shlex.join(getattr(args, 'argv', []))}".strip()
+        prog = getattr(args, "prog", None) or f"magnet experiment {name}"
+        self.command = f"{prog} {shlex.join(getattr(args, 'argv', []))}".strip()
         self.files: list[str] = []
 
     def path(self, filename: str) -> Path:
@@ -199,7 +264,7 @@ class Results:
     def write(self, title: str, body: str) -> Path:
         """README.md: the title, how the run was made (parameters, versions, machine), the
         body; then every file moves into the results directory, README.md last."""
-        params = {k: str(v) for k, v in sorted(vars(self.args).items()) if k not in ("func", "argv")}
+        params = {k: str(v) for k, v in sorted(vars(self.args).items()) if k not in ("func", "argv", "prog")}
         env = environment()
         lines = [f"# {title}", "",
                  f"Made by `{self.command}` on {env['date']}.", "",
