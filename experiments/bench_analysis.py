@@ -2,24 +2,23 @@
 
     python -m magnet.experiments.bench_analysis [--gib 1.0] [--runs 3] [--dir DIR] [--out DIR]
 
-Targets (issue 17): `magnet stats` <= 20x the numpy column sum and <= 1.2 GiB peak RSS;
+Targets: `magnet stats` <= 20x the numpy column sum and <= 1.2 GiB peak RSS;
 `magnet pcap-info` <= 5x a libpcap C loop and <= 1 GiB peak RSS.
 
 The limits are measured in the same run: the time numpy takes to sum the size column
 of the memory-mapped trace (the operation alone, in a fresh process), and the wall time
-of a C program, built here against libpcap (Debian libpcap-dev), that reads every
-packet of the pcap with pcap_next_ex.  Each command runs as its own process (wall time,
+of a C program (experiments/native/pcaploop.c, built against libpcap: Debian libpcap-dev)
+that reads every packet of the pcap with pcap_next_ex.  Each command runs as its own process (wall time,
 and peak RSS from /usr/bin/time, the page cache it maps included); the files are read once
 beforehand, and the runs are interleaved: run 1 of every command, then run 2, ...
-Reported: medians with min-max, and each median as a ratio to its file's limit;
+Reported: medians [min, max], and each median as a ratio to its file's limit;
 `magnet --version` shows what starting the command costs before it reads anything.
 The trace is bench_parse's (64 streams, a SOCK_SEND per seven TCP/IP/DEV sends); the
 pcap holds 16 bulk TCP/UDP flows over IPv4 and IPv6 captured with a 96-byte snaplen.
-The inputs are deleted afterwards; results go to experiments/results/bench-analysis/.
+The inputs are deleted afterwards; results go to --out (default ./magnet-results/bench-analysis).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -33,28 +32,15 @@ from pathlib import Path
 
 import numpy as np
 
+from magnetlib.errors import BuildError
+
+from . import common
 from .bench_parse import generate, warm_cache
 
-RESULTS = Path(__file__).resolve().parent / "results" / "bench-analysis"
+NAME = "bench-analysis"
 STATS_RATIO, STATS_RSS = 20.0, 1.2 * 2**30
 PCAP_INFO_RATIO, PCAP_INFO_RSS = 5.0, 1.0 * 2**30
 PCAP_SNAPLEN = 96
-
-C_LOOP = r"""
-#include <pcap.h>
-#include <stdio.h>
-int main(int argc, char **argv) {
-    char err[PCAP_ERRBUF_SIZE];
-    pcap_t *p = pcap_open_offline(argv[1], err);
-    if (!p) { fprintf(stderr, "%s\n", err); return 2; }
-    struct pcap_pkthdr *h; const u_char *data;
-    unsigned long long packets = 0, bytes = 0;
-    while (pcap_next_ex(p, &h, &data) == 1) { packets++; bytes += h->caplen + data[0] * 0; }
-    printf("%llu %llu\n", packets, bytes);
-    pcap_close(p);
-    return 0;
-}
-"""
 
 NUMPY_SUM = """
 import sys, time
@@ -84,15 +70,13 @@ def generate_pcap(path: str, nbytes: int) -> int:
     return packets
 
 
-def build_c_loop(workdir: str) -> str | None:
-    src, exe = os.path.join(workdir, "pcaploop.c"), os.path.join(workdir, "pcaploop")
-    Path(src).write_text(C_LOOP)
-    proc = subprocess.run(["cc", "-O2", "-o", exe, src, "-lpcap"], capture_output=True, text=True)
-    if proc.returncode:
-        print(f"bench: cannot build the libpcap loop (install libpcap-dev): {proc.stderr.strip()}",
-              file=sys.stderr)
+def build_c_loop() -> str | None:
+    """The libpcap loop (experiments/native/pcaploop.c), or None (said why) where it cannot be built."""
+    try:
+        return str(common.native_program("pcaploop", ("make", "cc", "/usr/include/pcap.h")))
+    except BuildError as e:
+        print(f"bench_analysis: no libpcap limit: {e}", file=sys.stderr)
         return None
-    return exe
 
 
 def run(cmd: list[str]) -> tuple[float, int, str]:
@@ -152,7 +136,8 @@ def summarise(times: dict[str, list]) -> list[dict]:
         if not runs:
             continue
         secs, rss = [r[0] for r in runs], [r[1] for r in runs]
-        row = {"what": name, "s_median": statistics.median(secs), "s_min": min(secs), "s_max": max(secs),
+        row = {"what": name, "s": secs, "rss": rss, "s_median": statistics.median(secs), "s_min": min(secs),
+               "s_max": max(secs),
                "rss_mib_median": statistics.median(rss) / 2**20, "rss_mib_min": min(rss) / 2**20,
                "rss_mib_max": max(rss) / 2**20, "limit": "", "ratio": np.nan}
         if name in kinds and limit[kinds[name]]:
@@ -178,35 +163,34 @@ def verdicts(rows: list[dict]) -> list[str]:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| what | wall s, median [min-max] | peak RSS MiB, median [min-max] | limit | x limit |",
+    lines = ["| what | wall s, median [min, max] | peak RSS MiB, median [min, max] | limit | x limit |",
              "|---|---|---|---|---|"]
     for r in rows:
         ratio = "" if np.isnan(r["ratio"]) else f"{r['ratio']:.1f}"
-        lines.append(f"| {r['what']} | {r['s_median']:.3f} [{r['s_min']:.3f}-{r['s_max']:.3f}] | "
-                     f"{r['rss_mib_median']:.0f} [{r['rss_mib_min']:.0f}-{r['rss_mib_max']:.0f}] | "
-                     f"{r['limit']} | {ratio} |")
+        lines.append(f"| {r['what']} | {common.spread(r['s'], '{:.3f}')} | "
+                     f"{common.spread(np.array(r['rss']) / 2**20, '{:.0f}')} | {r['limit']} | {ratio} |")
     return "\n".join(lines)
 
 
-def write_results(out: Path, rows: list[dict], facts: dict, notes: list[str], gib: float) -> None:
+def report(args, rows: list[dict], facts: dict, notes: list[str]) -> Path:
+    """results.csv and README.md in --out."""
     import pandas as pd
-    out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(out / "results.csv", index=False, float_format="%.4f")
-    (out / "README.md").write_text(
-        f"# Analysis commands on {gib:g} GiB inputs, beside their limits (issue 17)\n\n"
-        "`make bench` (`python -m magnet.experiments.bench_analysis`); see the module's docstring "
-        "for what is measured and how.\n\n"
-        + "\n".join(f"- {k}: {v}" for k, v in facts.items()) + "\n\n" + table(rows) + "\n\n"
-        + "\n".join(f"- {n}" for n in notes) + "\n")
+    results = common.Results(NAME, args)
+    results.table("results", pd.DataFrame([{k: v for k, v in r.items() if k not in ("s", "rss")}
+                                           for r in rows]))
+    body = "\n".join(["See the module's docstring for what is measured and how.", "",
+                      *(f"- {k}: {v}" for k, v in facts.items()), "", table(rows), "",
+                      *(f"- {n}" for n in notes)] + ([f"- {args.note}"] if args.note else []))
+    return results.write(f"Analysis commands on {args.gib:g} GiB inputs, beside their limits", body)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gib", type=float, default=1.0, help="size of each input in GiB (default 1)")
-    ap.add_argument("--runs", type=int, default=3, help="interleaved runs (default 3)")
-    ap.add_argument("--dir", default=None, help="where to write the inputs (default: a temp dir in /tmp)")
-    ap.add_argument("--out", type=Path, default=RESULTS, help=f"results directory (default {RESULTS})")
-    args = ap.parse_args(argv)
+    p = common.bench_parser("bench_analysis", NAME, __doc__)
+    p.add_argument("--gib", type=float, default=1.0, help="size of each input in GiB (default 1; --quick 0.02)")
+    p.add_argument("--runs", type=int, default=3, help="interleaved runs (default 3; --quick 1)")
+    p.add_argument("--dir", default=None, help="where to write the inputs (default: a temp dir in /tmp)")
+    args = common.parse(p, argv)
+    common.quick(p, args, gib=0.02, runs=1)
     from magnetlib.trace import NATIVE
     workdir = tempfile.mkdtemp(prefix="magnet-bench-analysis-", dir=args.dir or "/tmp")
     trace, pcap = os.path.join(workdir, "bench.magnet"), os.path.join(workdir, "bench.pcap")
@@ -220,7 +204,7 @@ def main(argv=None) -> int:
                  f"Linux {platform.release()}, load average {os.getloadavg()[0]:.1f} at the start",
                  "date": time.strftime("%Y-%m-%d")}
         print(json.dumps(facts), file=sys.stderr)
-        loop = build_c_loop(workdir)
+        loop = build_c_loop()
         times = measure(trace, pcap, loop, args.runs, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -232,9 +216,7 @@ def main(argv=None) -> int:
         notes.append(f"the two inputs ({2 * args.gib:g} GiB) exceed this machine's memory "
                      f"({memory / 2**30:.0f} GiB): no run finds them all in the page cache, so the "
                      "limits too read from disk and the ratios compare disk-bound times.")
-    print(table(rows))
-    print("\n".join(notes))
-    write_results(args.out, rows, facts, notes, args.gib)
+    print(report(args, rows, facts, notes).read_text())
     return 0
 
 

@@ -303,6 +303,15 @@ def workspace(args: argparse.Namespace, prefix: str):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def native_program(name: str, needs: tuple[str, ...] = ("make", "cc")) -> Path:
+    """One of the C programs the benchmarks measure against (experiments/native/), built
+    by its Makefile into the per-user cache; BuildError naming what is missing."""
+    from magnetlib import buildcache
+    source = Path(__file__).resolve().parent / "native"
+    files = [(f.name, f) for f in sorted(source.iterdir()) if f.suffix == ".c" or f.name == "Makefile"]
+    return buildcache.make("bench", source, files, targets=[name], needs=needs, label=name) / name
+
+
 def gate(ok: bool, why: str) -> None:
     """Stop the study with one line (exit 2) when a prerequisite is missing."""
     if not ok:

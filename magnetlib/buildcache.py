@@ -31,7 +31,7 @@ from .errors import BuildError
 PACKAGES = {"make": "make", "cc": "gcc", "g++": "g++", "cmake": "cmake", "clang": "clang",
             "bpftool": "bpftool", "pkg-config": "pkg-config",
             "/usr/include/bpf/libbpf.h": "libbpf-dev", "/usr/include/gelf.h": "libelf-dev",
-            "/usr/include/zlib.h": "zlib1g-dev"}
+            "/usr/include/zlib.h": "zlib1g-dev", "/usr/include/pcap.h": "libpcap-dev"}
 # What building a BPF program and its libbpf loader needs besides make and cc.
 BPF_NEEDS = ("clang", "bpftool", "pkg-config", "/usr/include/bpf/libbpf.h", "/usr/include/gelf.h",
              "/usr/include/zlib.h")
