@@ -1,7 +1,7 @@
 """Benchmark: a whole application's connections replayed at once into real TCP.
 
-    python -m magnet.experiments.bench_apps_replay [--connections 1000] [--seconds 600] [--runs 2] \
-        [--quick] [--loopback] [--out DIR]
+    python -m magnet.experiments.bench_apps_replay [--connections 1000] [--seconds 600] [--runs 2]
+                                                   [--quick] [--loopback] [--out DIR]
     python -m magnet.experiments.bench_apps_replay --write-demand D.magnet    # the demand alone
 
 Target: 1,000 connections over 10 minutes of demand replayed in real TCP with a
@@ -19,11 +19,11 @@ opens; the side process's peak RSS; connections complete; the run's wall time; t
 machine's load before and after and a stall probe (a CPU spinning on the clock).
 `--pin both` interleaves runs with the client side alone on the last CPU (what
 `magnet replay tcp` does) and runs without (`--no-pin`).  `--quick`: 100
-connections, 30 s.  `--loopback`: no root (127.0.0.1, no path, no capture).  Results: experiments/results/apps-replay/ (README.md, runs.csv).
+connections, 30 s.  `--loopback`: no root (127.0.0.1, no path, no capture).
+Results: README.md and runs.csv in --out (default ./magnet-results/apps-replay).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import sys
@@ -39,8 +39,8 @@ from magnet.replay.scenario import Scenario
 from magnetlib import app_demand, synth
 
 from . import common
-from .bench_replay import stalls
 
+NAME = "apps-replay"
 TARGET_P99_US = 1000.0
 
 
@@ -74,20 +74,14 @@ def _us(value) -> str:
     return "-" if value is None or value != value else f"{value:.0f} us"
 
 
-def _spread(values: pd.Series) -> str:
-    values = values.dropna()
-    if not len(values):
-        return "-"
-    return f"{values.median():.0f} us (min {values.min():.0f}, max {values.max():.0f})"
-
-
 def summarise(frame: pd.DataFrame) -> str:
-    """Per side, medians and ranges over the runs; the target over every send (answers too)."""
+    """Per side, median [min, max] over the runs; the target over every send (answers too)."""
     lines = []
     for (pin, side), part in frame.groupby(["pin", "side"], sort=False):
-        lines.append(f"- {side} side, {pin}, over {len(part)} runs: every send's p99 {_spread(part['all_p99_us'])}; "
-                     f"paced sends' p99 {_spread(part['paced_p99_us'])}; opens' p99 "
-                     f"{_spread(part['open_p99_us'])}; peak RSS {part['max_rss_mib'].max():.0f} MiB")
+        p99 = {name: common.spread(part[f"{name}_p99_us"], "{:.0f}") for name in ("all", "paced", "open")}
+        lines.append(f"- {side} side, {pin}, over {len(part)} runs, p99 in us: every send's {p99['all']}; "
+                     f"paced sends' {p99['paced']}; opens' {p99['open']}; peak RSS "
+                     f"{part['max_rss_mib'].max():.0f} MiB")
     met = (frame["all_p99_us"] <= TARGET_P99_US).all()
     lines.append(f"- target p99 <= {TARGET_P99_US:.0f} us over every send of both sides: "
                  f"{'met in every run' if met else 'missed'}")
@@ -95,31 +89,25 @@ def summarise(frame: pd.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--connections", type=int, default=1000)
-    ap.add_argument("--seconds", type=float, default=600.0, help="the demand's length (default 600)")
-    ap.add_argument("--runs", type=int, default=2, help="replays of the demand per configuration (default 2)")
-    ap.add_argument("--pin", choices=["pinned", "not-pinned", "both"], default="pinned",
-                    help="the client side alone on the last CPU (the default of magnet replay tcp), not, "
-                         "or both interleaved (A B A B)")
-    ap.add_argument("--quick", action="store_true", help="100 connections, 30 s, one run")
-    ap.add_argument("--loopback", action="store_true", help="no root: 127.0.0.1, no path, no capture")
-    ap.add_argument("--write-demand", metavar="FILE", help="write the demand (.csv, .parquet, .magnet), do nothing else")
-    ap.add_argument("--out", default=str(common.default_out("apps-replay")))
-    args = ap.parse_args(argv)
-    if args.quick:
-        args.connections, args.seconds, args.runs = 100, 30.0, 1
+    p = common.bench_parser("bench_apps_replay", NAME, __doc__)
+    p.add_argument("--connections", type=int, default=1000)
+    p.add_argument("--seconds", type=float, default=600.0, help="the demand's length (default 600)")
+    p.add_argument("--runs", type=int, default=2, help="replays of the demand per configuration (default 2)")
+    p.add_argument("--pin", choices=["pinned", "not-pinned", "both"], default="pinned",
+                   help="the client side alone on the last CPU (the default of magnet replay tcp), not, "
+                        "or both interleaved (A B A B)")
+    p.add_argument("--loopback", action="store_true", help="no root: 127.0.0.1, no path, no capture")
+    p.add_argument("--write-demand", metavar="FILE", help="write the demand (.csv, .parquet, .magnet), do nothing else")
+    args = common.parse(p, argv)
+    common.quick(p, args, connections=100, seconds=30.0, runs=1)
     d = demand(args.connections, args.seconds)
     if args.write_demand:
         app_demand.write(d, args.write_demand)
         print(f"{args.write_demand}: {d.summary()}, {len(d)} rows", file=sys.stderr)
         return 0
-    if not args.loopback and os.geteuid() != 0:
-        sys.exit("bench_apps_replay: needs root for network namespaces (or --loopback)")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    when = time.strftime("%Y-%m-%d %H:%M")
-    probes = [stalls()]
+    common.gate(args.loopback or os.geteuid() == 0, "bench_apps_replay: needs root for network namespaces "
+                                                    "(or --loopback)")
+    probes = [common.stalls()]
     rows = []
     with tempfile.TemporaryDirectory(prefix="mgrp-bench-") as work:
         pins = {"pinned": [True], "not-pinned": [False], "both": [True, False]}[args.pin]
@@ -130,21 +118,22 @@ def main(argv=None) -> int:
                 print(f"  run {k + 1}, {r['pin']}, {r['side']}: {r['paced']} paced sends p99 {_us(r['paced_p99_us'])}, "
                       f"all {r['sends']} p99 {_us(r['all_p99_us'])}, {r['complete']}/{r['connections']} "
                       f"complete, {r['max_rss_mib']:.0f} MiB, load {r['load_before']:.1f}", file=sys.stderr)
-    probes.append(stalls())
+    probes.append(common.stalls())
     frame = pd.DataFrame(rows)
-    frame.to_csv(out / "runs.csv", index=False)
+    results = common.Results(NAME, args)
+    table = results.table("runs", frame, "{:.1f}")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    text = "\n".join([
-        f"# Whole-application replay: {args.connections} connections, {args.seconds:g} s of demand",
-        "", f"`python -m magnet.experiments.bench_apps_replay {' '.join(argv or sys.argv[1:])}`, {when}. "
+    body = "\n".join([
         f"Demand: {d.summary()}, {len(d)} rows. Path: 100 Mbit/s, 5 ms each way, duplex"
         + (" (loopback: none)" if args.loopback else "") + f". Peak RSS of the run's own process "
         f"{rss:.0f} MiB. A CPU spinning on the clock for 1 s, before and after: "
         + "; ".join(f"{p['stalls_per_s']:.0f} stalls/s over 20 us, {p['stalled_pct']:.1f}% of its time, "
-                    f"longest {p['max_stall_us']:.0f} us" for p in probes) + ".",
-        "", summarise(frame), "", common.markdown(frame, "{:.1f}"), ""])
-    (out / "README.md").write_text(text)
-    print(text)
+                    f"longest {p['max_stall_us']:.0f} us" for p in probes) + "."
+        + (f" {args.note}" if args.note else ""),
+        "", summarise(frame), "", table])
+    path = results.write(f"Whole-application replay: {args.connections} connections, {args.seconds:g} s of demand",
+                         body)
+    print(path.read_text())
     return 0
 
 

@@ -22,11 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
+from . import common
 from .bench_parse import PeakMemory
 
+NAME = "bench-library"
 STREAMS = 64
 CHUNK = 1 << 22
 DAY_NS = 86_400 * 10**9
@@ -108,17 +111,16 @@ def _child(*args: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=float, default=100e6, help="records in all traces (default 100e6)")
-    ap.add_argument("--traces", type=int, default=20)
-    ap.add_argument("--hosts", type=int, default=4)
-    ap.add_argument("--dask", action="store_true", help="also run the analyses on a local Dask cluster")
-    ap.add_argument("--dir", default=None, help="where to work (default: a temp dir under /var/tmp)")
-    ap.add_argument("--keep", action="store_true", help="keep the traces and the library")
-    ap.add_argument("--quick", action="store_true", help="2 M records in 4 traces, with --dask")
-    ap.add_argument("--measure-import", nargs="+", help=argparse.SUPPRESS)
-    ap.add_argument("--measure-queries", nargs=3, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    p = common.bench_parser("bench_library", NAME, __doc__)
+    p.add_argument("--records", type=float, default=100e6, help="records in all traces (default 100e6)")
+    p.add_argument("--traces", type=int, default=20)
+    p.add_argument("--hosts", type=int, default=4)
+    p.add_argument("--dask", action="store_true", help="also run the analyses on a local Dask cluster")
+    p.add_argument("--dir", default=None, help="where to work (default: a temp dir under /var/tmp)")
+    p.add_argument("--keep", action="store_true", help="keep the traces and the library")
+    p.add_argument("--measure-import", nargs="+", help=argparse.SUPPRESS)
+    p.add_argument("--measure-queries", nargs=3, help=argparse.SUPPRESS)
+    args = common.parse(p, argv)
     if args.measure_import:
         print(json.dumps(measure_import(args.measure_import[0], args.measure_import[1:])))
         return 0
@@ -126,8 +128,7 @@ def main(argv=None) -> int:
         lib, engine, scheduler = args.measure_queries
         print(json.dumps(measure_queries(lib, engine, None if scheduler == "-" else scheduler)))
         return 0
-    if args.quick:
-        args.records, args.traces, args.dask = 2e6, 4, True
+    common.quick(p, args, records=2e6, traces=4, dask=True)
     return run(args)
 
 
@@ -152,7 +153,7 @@ def run(args) -> int:
         disk = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(lib) for f in fs)
         duck = _child("--measure-queries", lib, "duckdb", "-")
         dask = _with_cluster(lib) if args.dask else None
-        report(records, size, disk, imp, again, duck, dask)
+        print(report(args, records, size, disk, imp, again, duck, dask).read_text())
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -168,26 +169,35 @@ def _with_cluster(lib: str) -> dict:
         return _child("--measure-queries", lib, "dask", cluster.scheduler_address)
 
 
-def report(records: int, size: int, disk: int, imp: dict, again: dict, duck: dict, dask: dict | None) -> None:
+def report(args, records: int, size: int, disk: int, imp: dict, again: dict, duck: dict,
+           dask: dict | None) -> Path:
+    """analyses.csv and README.md in --out: the import, the library's size, each analysis."""
+    import pandas as pd
     mib = 2**20
-    print(f"import      {imp['records']:,} records in {imp['seconds']:.1f} s: "
-          f"{imp['records'] / imp['seconds'] / 1e6:.2f} M records/s, {size / mib / imp['seconds']:.0f} MiB/s of trace; "
-          f"peak private {imp['rss_anon_peak'] / mib:.0f} MiB, mapped {imp['rss_file_peak'] / mib:.0f} MiB")
-    print(f"re-import   {again['statuses']} in {again['seconds']:.1f} s (content hashes only)")
-    print(f"library     {disk / mib:.0f} MiB on disk, {disk / records:.2f} bytes/record "
-          f"(traces: {size / mib:.0f} MiB, {size / disk:.1f}x larger)")
     engines = [("duckdb", duck)] + ([("dask", dask)] if dask else [])
-    print(f"{'analysis':<12}" + "".join(f"{e + ' s':>12}{'M rec/s':>10}" for e, _ in engines) + f"{'rows':>8}")
-    for name in ANALYSES:
-        cells = "".join(f"{r[name]:>12.2f}{records / r[name] / 1e6:>10.1f}" if e == "duckdb" or name != "scan"
-                        else f"{'-':>12}{'-':>10}" for e, r in engines)
-        print(f"{name:<12}{cells}{duck['rows'][name]:>8}")
-    for label, r in engines:
-        print(f"{label} queries: peak private {r['rss_anon_peak'] / mib:.0f} MiB, mapped {r['rss_file_peak'] / mib:.0f} MiB "
-              "(in this process; Dask workers are separate)")
+    frame = pd.DataFrame([{"analysis": name, "rows": duck["rows"][name],
+                           **{f"{e}_s": (r[name] if e == "duckdb" or name != "scan" else float("nan"))
+                              for e, r in engines},
+                           **{f"{e}_M_records_per_s": (records / r[name] / 1e6 if e == "duckdb" or name != "scan"
+                                                       else float("nan")) for e, r in engines}}
+                          for name in ANALYSES])
+    results = common.Results(NAME, args)
+    table = results.table("analyses", frame, "{:.3g}")
+    lines = [
+        f"- import: {imp['records']:,} records in {imp['seconds']:.1f} s: "
+        f"{imp['records'] / imp['seconds'] / 1e6:.2f} M records/s, {size / mib / imp['seconds']:.0f} MiB/s of "
+        f"trace; peak private {imp['rss_anon_peak'] / mib:.0f} MiB, mapped {imp['rss_file_peak'] / mib:.0f} MiB",
+        f"- re-import: {again['statuses']} in {again['seconds']:.1f} s (content hashes only)",
+        f"- library: {disk / mib:.0f} MiB on disk, {disk / records:.2f} bytes/record "
+        f"(traces: {size / mib:.0f} MiB, {size / disk:.1f}x larger)",
+        *(f"- {label} queries: peak private {r['rss_anon_peak'] / mib:.0f} MiB, mapped "
+          f"{r['rss_file_peak'] / mib:.0f} MiB (in this process; Dask workers are separate)" for label, r in engines)]
     if dask:
         same = {n: np.allclose(duck["digest"][n], dask["digest"][n], rtol=1e-6) for n in ANALYSES if n != "scan"}
-        print("dask == duckdb: " + ", ".join(f"{n} {'yes' if ok else 'NO'}" for n, ok in same.items()))
+        lines.append("- dask == duckdb: " + ", ".join(f"{n} {'yes' if ok else 'NO'}" for n, ok in same.items()))
+    body = "\n".join([*lines, "", table, "", f"Load average at the end {common.load()}."
+                      + (f" {args.note}" if args.note else "")])
+    return results.write(f"A trace library of {records:,} records: import and analyses", body)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@
 the link rate) go through one stack and through four (20 Mb/s, 30 ms, the
 chain's defaults), every stack recorded as a magnet trace.  In the same
 process the chain then moves each stack's bytes with BulkSendApplication over
-an identical link (write size = that stack's mean write), unrecorded.  Target
-(issue 5): replay cost <= 1.2x BulkSend.  A run without traces (and its own
+an identical link (write size = that stack's mean write), unrecorded.  Target:
+replay cost <= 1.2x BulkSend.  A run without traces (and its own
 BulkSend reference) shows what the recording costs, and one with every write
 due at time 0 (back-to-back, as BulkSend writes) what variable-size writes cost
 ns-3's TCP.  Reported: wall and CPU time of each phase (the target is judged
@@ -19,7 +19,6 @@ phase's includes what the process still holds).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -27,10 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
-TARGET_RATIO = 1.2
+from . import common
+
+NAME = "bench-ns3"
+TARGET_RATIO = 1.2               # replay CPU time at most this many times BulkSend's
 LOAD = 0.7
 RATE, RATE_BPS = "20Mbps", 20e6
 
@@ -82,21 +85,20 @@ def row(label: str, s: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, default=1_000_000, help="demand writes (default 1M)")
-    ap.add_argument("--quick", action="store_true", help="100k writes")
-    ap.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
-    ap.add_argument("--keep", action="store_true", help="keep the demand and traces")
-    args = ap.parse_args(argv)
-    events = 100_000 if args.quick else args.events
+    p = common.bench_parser("bench_ns3", NAME, __doc__)
+    p.add_argument("--events", type=int, default=1_000_000, help="demand writes (default 1M; --quick 100k)")
+    p.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the demand and traces")
+    args = common.parse(p, argv)
+    common.quick(p, args, events=100_000)
+    events = args.events
 
     from magnet.replay import ns3
     programs = ns3.build()
     print(f"ns-3 {programs.ns3.version}, programs in {programs.directory}"
           + (f" (built now in {programs.built_seconds:.1f} s)" if programs.built_seconds else ""),
           file=sys.stderr)
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs: other work running "
-          "on the machine makes these figures noisy", file=sys.stderr)
+    load_before = common.load()
     work = tempfile.mkdtemp(prefix="mgns3-bench-", dir=args.dir or "/var/tmp")
     try:
         demand = os.path.join(work, "demand.magnet")
@@ -120,22 +122,24 @@ def main(argv=None) -> int:
             shutil.rmtree(work, ignore_errors=True)
         else:
             print(f"kept {work}", file=sys.stderr)
-
-    print(f"{'run':<20}{'writes':>10}{'segments':>10}{'replay s':>9}{'bulk s':>8}{'ratio':>6}"
-          f"{'CPU s':>8}{'bulk CPU':>9}{'ratio':>6}{'writes/s':>10}{'RSS MiB':>8}{'bulk MiB':>9}"
-          f"{'trace MiB':>10}")
-    for r in rows:
-        print(f"{r['run']:<20}{r['writes']:>10,}{r['segments']:>10,}{r['replay_s']:>9.2f}"
-              f"{r['bulk_s']:>8.2f}{r['ratio']:>6.2f}{r['replay_cpu_s']:>8.2f}{r['bulk_cpu_s']:>9.2f}"
-              f"{r['cpu_ratio']:>6.2f}{r['writes_per_s']:>10,.0f}{r['rss_mib']:>8.0f}"
-              f"{r['bulk_rss_mib']:>9.0f}{r['trace_mib']:>10.0f}")
-    print("(replay s, bulk s: wall time of the simulations; CPU s: their CPU time; "
-          "writes/s over wall time)")
-    for r in rows:
-        verdict = "met" if r["cpu_ratio"] <= TARGET_RATIO else "MISSED"
-        print(f"{r['run']}: replay {r['cpu_ratio']:.2f}x BulkSend in CPU time ({r['ratio']:.2f}x wall), "
-              f"target {TARGET_RATIO}x: {verdict}")
+    print(report(rows, args, programs, f"{load_before} before, {common.load()} after").read_text())
     return 0
+
+
+def report(rows: list[dict], args, programs, load: str) -> Path:
+    """results.csv and README.md in --out: each run beside its BulkSend reference, the verdicts."""
+    import pandas as pd
+    results = common.Results(NAME, args)
+    table = results.table("results", pd.DataFrame(rows), "{:.4g}")
+    verdicts = [f"{r['run']}: replay {r['cpu_ratio']:.2f}x BulkSend in CPU time ({r['ratio']:.2f}x wall), "
+                f"target {TARGET_RATIO}x: {'met' if r['cpu_ratio'] <= TARGET_RATIO else 'MISSED'}" for r in rows]
+    body = "\n".join([
+        f"{args.events:,} demand writes in ns-3 {programs.ns3.version}. replay_s, bulk_s: wall time of the "
+        "simulations; cpu_s: their CPU time; writes/s over wall time.", "", table, "",
+        *(f"- {v}" for v in verdicts), "",
+        f"Load average {load}: other work on the machine makes these figures noisy."
+        + (f" {args.note}" if args.note else "")])
+    return results.write("ns-3: replaying demand against BulkSendApplication", body)
 
 
 if __name__ == "__main__":

@@ -87,14 +87,13 @@ def scaling(frame: pd.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    p = common.parser("bench-ns3-app", __doc__)
+    p = common.bench_parser("bench_ns3_app", "bench-ns3-app", __doc__)
     p.add_argument("--connections", type=sizes, default=[1000],
                    help="connection count, or several comma-separated (default 1000)")
     p.add_argument("--duration", type=float, default=600.0, help="seconds of demand (default 600)")
     p.add_argument("--runs", type=int, default=3)
     args = common.parse(p, argv)
-    if args.quick:
-        args.connections, args.duration, args.runs = [100], 60.0, 1
+    common.quick(p, args, connections=[100], duration=60.0, runs=1)
 
     from magnetlib import synth
     from magnet.replay import ns3
@@ -132,7 +131,8 @@ def main(argv=None) -> int:
             f"Peak RSS: replay {med['replay_rss_mib']:.0f} MiB, plain {med['plain_rss_mib']:.0f} MiB. "
             f"Load average at the runs' starts and ends: "
             f"{', '.join(f'{a:.1f}-{b:.1f}' for a, b in zip(frame.load, frame.load_end))} on "
-            f"{os.cpu_count()} CPUs (other work shared the machine).\n")
+            f"{os.cpu_count()} CPUs (other work shared the machine)."
+            + (f" {args.note}" if args.note else "") + "\n")
     if len(args.connections) > 1:
         body += f"\nScaling (medians):\n\n{scaling(frame)}\n"
     results.write("ns-3 whole-application replay against plain ns-3 applications", body)

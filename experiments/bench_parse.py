@@ -2,7 +2,7 @@
 
     python -m magnet.experiments.bench_parse [--gib 1.0] [--dir DIR] [--keep]
 
-Targets (issue 2): >= 50 M records/s native, >= 20 M records/s byte-swapped, and
+Targets: >= 50 M records/s native, >= 20 M records/s byte-swapped, and
 private memory bounded by the chunk size, not the file (the mapping is shared
 page cache, reported separately as RssFile).  Each measurement runs in a fresh
 process; the file is read once beforehand so that the figures are of the
@@ -18,9 +18,15 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
+from . import common
+
+NAME = "bench-parse"
+# Records per second of the whole parse (open, scan, demand), by byte order.
+TARGETS = {"native": 50e6, "byte-swapped": 20e6}
 STREAMS = 64
 CHUNK = 1 << 22
 
@@ -106,22 +112,23 @@ def measure(path: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gib", type=float, default=1.05, help="trace size in GiB (default 1.05)")
-    ap.add_argument("--dir", default=None, help="where to write the traces (default: a temp dir)")
-    ap.add_argument("--keep", action="store_true", help="keep the generated traces")
-    ap.add_argument("--cold", action="store_true", help="drop the page cache before each run (root)")
-    ap.add_argument("--measure", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    p = common.bench_parser("bench_parse", NAME, __doc__)
+    p.add_argument("--gib", type=float, default=1.05, help="trace size in GiB (default 1.05; --quick 0.05)")
+    p.add_argument("--dir", default=None, help="where to write the traces (default: a temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the generated traces")
+    p.add_argument("--cold", action="store_true", help="drop the page cache before each run (root)")
+    p.add_argument("--measure", help=argparse.SUPPRESS)
+    args = common.parse(p, argv)
     if args.measure:
         print(json.dumps(measure(args.measure)))
         return 0
+    common.quick(p, args, gib=0.05)
 
     from magnetlib.trace import NATIVE
     records = int(args.gib * (1 << 30)) // 24
     workdir = tempfile.mkdtemp(prefix="magnet-bench-", dir=args.dir or "/var/tmp")
     swapped = ">" if NATIVE == "<" else "<"
-    results = []
+    rows = []
     try:
         for label, order in (("native", NATIVE), ("byte-swapped", swapped)):
             path = os.path.join(workdir, f"{label}.magnet")
@@ -133,25 +140,31 @@ def main(argv=None) -> int:
                 subprocess.run(["sh", "-c", "sync; echo 1 > /proc/sys/vm/drop_caches"], check=False)
             out = subprocess.run([sys.executable, "-m", "magnet.experiments.bench_parse", "--measure", path],
                                  check=True, capture_output=True, text=True).stdout
-            results.append((label, json.loads(out)))
+            rows.append({"trace": label, **json.loads(out)})
             if not args.keep:
                 os.unlink(path)
     finally:
         if not args.keep:
             os.rmdir(workdir)
-    print(f"{'trace':<14}{'GiB':>6}{'records':>13}{'open s':>8}{'scan s':>8}{'demand s':>9}"
-          f"{'total s':>8}{'M rec/s':>9}{'private MiB':>12}{'mapped MiB':>11}")
-    for label, r in results:
-        print(f"{label:<14}{r['bytes'] / 2**30:>6.2f}{r['records']:>13,}{r['open_s']:>8.3f}"
-              f"{r['scan_s']:>8.3f}{r['demand_s']:>9.3f}{r['total_s']:>8.3f}"
-              f"{r['records_per_s'] / 1e6:>9.1f}{r['rss_anon_peak'] / 2**20:>12.0f}"
-              f"{r['rss_file_peak'] / 2**20:>11.0f}")
-    targets = {"native": 50e6, "byte-swapped": 20e6}
-    for label, r in results:
-        ok = r["records_per_s"] >= targets[label]
-        print(f"{label}: {r['records_per_s'] / 1e6:.1f} M records/s, target {targets[label] / 1e6:.0f} M: "
-              f"{'met' if ok else 'MISSED'}")
+    print(report(rows, args).read_text())
     return 0
+
+
+def report(rows: list[dict], args) -> Path:
+    """results.csv and README.md in --out: each trace's figures and the targets' verdicts."""
+    import pandas as pd
+    frame = pd.DataFrame([{"trace": r["trace"], "GiB": r["bytes"] / 2**30, "records": r["records"],
+                           "open_s": r["open_s"], "scan_s": r["scan_s"], "demand_s": r["demand_s"],
+                           "total_s": r["total_s"], "M_records_per_s": r["records_per_s"] / 1e6,
+                           "private_MiB": r["rss_anon_peak"] / 2**20, "mapped_MiB": r["rss_file_peak"] / 2**20}
+                          for r in rows])
+    results = common.Results(NAME, args)
+    table = results.table("results", frame, "{:.4g}")
+    verdicts = [f"{r['trace']}: {r['records_per_s'] / 1e6:.1f} M records/s, target {TARGETS[r['trace']] / 1e6:.0f} M: "
+                f"{'met' if r['records_per_s'] >= TARGETS[r['trace']] else 'MISSED'}" for r in rows]
+    body = "\n".join([table, "", *(f"- {v}" for v in verdicts), "",
+                      f"Load average at the end {common.load()}." + (f" {args.note}" if args.note else "")])
+    return results.write("Parsing a trace: open, scan and demand, native and byte-swapped", body)
 
 
 if __name__ == "__main__":

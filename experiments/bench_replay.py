@@ -2,7 +2,7 @@
 
     python -m magnet.experiments.bench_replay [--seconds 20] [--quick] [--loopback] [--out DIR]
 
-Target (issue 4): p99 of |issued - due| <= 50 us for writes 1 ms or more
+Target: p99 of |issued - due| <= 50 us for writes 1 ms or more
 apart, on an idle machine.  Four paced demands (one write every 1 ms and every
 20 ms; 10 KB and 418 B writes), each replayed through one real TCP connection
 across a veth pair between two network namespaces, unshaped (nothing blocks),
@@ -20,15 +20,14 @@ with the BPF capture on.  Per demand:
 Also printed: the machine's load and how much of a spinning CPU's time went to
 stalls (interrupts, the hypervisor): the floor under any userspace timer.
 `--loopback` runs without root (no namespaces, no capture); `--quick` 3 s each.
-Results: experiments/results/replay/timing.{md,csv}.
+Results: README.md and timing.csv in --out (default ./magnet-results/replay; the committed
+run: experiments/results/replay/).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +41,7 @@ from magnetlib.demand import Demand
 
 from . import common
 
+NAME = "replay"
 CASES = [(1.0, 10240), (1.0, 418), (20.0, 10240), (20.0, 418)]
 BLOCKING = (1.0, 10240, "20mbit")
 TARGET_US = 50.0
@@ -50,21 +50,6 @@ TARGET_US = 50.0
 def paced(seconds: float, spacing_ms: float, size: int) -> Demand:
     n = int(seconds * 1000 / spacing_ms)
     return Demand.from_arrays(np.arange(n) * int(spacing_ms * 1e6), np.full(n, size))
-
-
-def stalls(seconds: float = 1.0, threshold_ns: int = 20_000) -> dict:
-    """Spin on the clock: how often and how long the CPU was taken away."""
-    gaps, now = [], time.monotonic_ns
-    end = now() + int(seconds * 1e9)
-    prev = now()
-    while prev < end:
-        t = now()
-        if t - prev > threshold_ns:
-            gaps.append(t - prev)
-        prev = t
-    gaps = np.array(gaps or [0])
-    return {"stalls_per_s": len(gaps) / seconds, "stalled_pct": 100 * gaps.sum() / (seconds * 1e9),
-            "max_stall_us": gaps.max() / 1e3}
 
 
 def run_case(spacing_ms: float, size: int, seconds: float, rate: str | None, loopback: bool,
@@ -84,57 +69,43 @@ def run_case(spacing_ms: float, size: int, seconds: float, rate: str | None, loo
             "in_call_p50_us": c.get("in_call_p50_us", np.nan)}
 
 
-def write_results(rows: list[dict], context: dict, out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
+def report(rows: list[dict], context: dict, args) -> Path:
+    """timing.csv and README.md in --out."""
+    results = common.Results(NAME, args)
     frame = pd.DataFrame(rows)
-    frame.to_csv(out / "timing.csv", index=False)
+    results.table("timing", frame)
     shown = frame.rename(columns={"spacing_ms": "spacing ms", "size_B": "bytes"})
-    lines = ["# Replay timing fidelity (python -m magnet.experiments.bench_replay"
-             + (" --quick" if context["quick"] else "") + (" --loopback" if context["loopback"] else "") + ")",
-             "",
-             f"{context['when']}; load average before {context['load_before']}, after {context['load_after']}; "
-             f"{context['seconds']:g} s per demand. A CPU spinning on the clock for 1 s, before and after: "
-             + "; ".join(f"{st['stalls_per_s']:.0f} stalls/s over 20 us, {st['stalled_pct']:.1f}% of its "
-                         f"time, longest {st['max_stall_us']:.0f} us" for st in context["stalls"]) + ".",
-             "", f"Target: p99 <= {TARGET_US:g} us for writes >= 1 ms apart (unshaped rows).", "",
-             markdown(shown), ""]
-    path = out / "timing.md"
-    path.write_text("\n".join(lines))
-    return path
-
-
-def markdown(frame: pd.DataFrame) -> str:
-    """A DataFrame as a Markdown table, floats with one decimal."""
-    cells = [[f"{v:.1f}" if isinstance(v, float) else str(v) for v in row] for row in frame.itertuples(index=False)]
-    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells])
+    body = "\n".join([
+        f"Load average before {context['load_before']}, after {context['load_after']}; "
+        f"{args.seconds:g} s per demand. A CPU spinning on the clock for 1 s, before and after: "
+        + "; ".join(f"{st['stalls_per_s']:.0f} stalls/s over 20 us, {st['stalled_pct']:.1f}% of its "
+                    f"time, longest {st['max_stall_us']:.0f} us" for st in context["stalls"]) + "."
+        + (f" {args.note}" if args.note else ""),
+        "", f"Target: p99 <= {TARGET_US:g} us for writes >= 1 ms apart (unshaped rows).", "",
+        common.markdown(shown, "{:.1f}")])
+    return results.write("Replay timing fidelity", body)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=20.0, help="length of each paced demand (default 20)")
-    ap.add_argument("--quick", action="store_true", help="3 s per demand")
-    ap.add_argument("--loopback", action="store_true", help="no root: 127.0.0.1, no capture")
-    ap.add_argument("--out", default=str(common.default_out("replay")),
-                    help="results directory (default ./magnet-results/replay)")
-    args = ap.parse_args(argv)
-    seconds = 3.0 if args.quick else args.seconds
-    if not args.loopback and os.geteuid() != 0:
-        sys.exit("bench_replay: needs root for network namespaces (or --loopback)")
-    context = {"quick": args.quick, "loopback": args.loopback, "seconds": seconds,
-               "when": time.strftime("%Y-%m-%d %H:%M"),
-               "load_before": " ".join(open("/proc/loadavg").read().split()[:3]), "stalls": [stalls()]}
+    p = common.bench_parser("bench_replay", NAME, __doc__)
+    p.add_argument("--seconds", type=float, default=20.0, help="length of each paced demand (default 20)")
+    p.add_argument("--loopback", action="store_true", help="no root: 127.0.0.1, no capture")
+    args = common.parse(p, argv)
+    common.quick(p, args, seconds=3.0)
+    common.gate(args.loopback or os.geteuid() == 0, "bench_replay: needs root for network namespaces "
+                                                    "(or --loopback)")
+    context = {"load_before": common.load(), "stalls": [common.stalls()]}
     rows = []
     with tempfile.TemporaryDirectory(prefix="mgrp-bench-") as work:
         cases = [(sp, size, None) for sp, size in CASES] + ([] if args.loopback else [BLOCKING])
         for spacing_ms, size, rate in cases:
-            rows.append(run_case(spacing_ms, size, seconds, rate, args.loopback, Path(work)))
+            rows.append(run_case(spacing_ms, size, args.seconds, rate, args.loopback, Path(work)))
             r = rows[-1]
             print(f"  {spacing_ms:g} ms, {size} B, {r['rate']}: p50 {r['p50_us']:.1f} us, p99 "
                   f"{r['p99_us']:.1f} us, blocked {r['blocked']}", file=sys.stderr)
-    context["load_after"] = " ".join(open("/proc/loadavg").read().split()[:3])
-    context["stalls"].append(stalls())
-    path = write_results(rows, context, Path(args.out))
+    context["load_after"] = common.load()
+    context["stalls"].append(common.stalls())
+    path = report(rows, context, args)
     print(path.read_text())
     return 0
 
