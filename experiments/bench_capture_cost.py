@@ -38,13 +38,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -57,7 +55,7 @@ from magnetlib.format import Event as E
 
 from . import bench_capture as bench
 from . import capture_gate, capture_times, common
-from .bench_linkem import busiest, load
+from .capture_lab import CaptureLab, open_lab
 
 PORT = 5201
 BASELINE = "no capture"
@@ -78,19 +76,10 @@ RECORDED_BY = {"magnet_sock_send": (E.SOCK_SEND,), "magnet_sock_recv": (E.SOCK_R
                "magnet_dev_recv": (E.DEV_RECV,)}
 
 
-@dataclass
-class Lab:
-    net: netns.Net
-    sender: Path                  # cgroups of the iperf3 client and server (their CPU)
-    receiver: Path
-    work: Path
-    duration: float
-
-
 class Magnet:
     """magnet-read of every socket during one transfer."""
 
-    def __init__(self, lab: Lab, binary: Path, events: str, stats: bool, name: str = "cost",
+    def __init__(self, lab: CaptureLab, binary: Path, events: str, stats: bool, name: str = "cost",
                  ext: bool = False, keep: bool = False):
         self.trace = lab.work / f"{name}.magnet"
         self.stats = lab.work / f"{name}.stats.json" if stats else None
@@ -130,9 +119,9 @@ class Magnet:
 
 
 class Tcpdump:
-    """tcpdump -w with a 64 MiB buffer on the receiver's interface (issue 17's comparison)."""
+    """tcpdump -w with a 64 MiB buffer on the receiver's interface (what the targets compare with)."""
 
-    def __init__(self, lab: Lab):
+    def __init__(self, lab: CaptureLab):
         self.pcap = lab.work / "cost.pcap"
         self.proc = subprocess.Popen(["ip", "netns", "exec", lab.net.server, "tcpdump", "-B", "65536",
                                       "-i", lab.net.devices["server"], "-w", str(self.pcap)],
@@ -157,25 +146,25 @@ class Tcpdump:
             self.proc.wait()
 
 
-def transfer(lab: Lab, start_tool, loopback: bool = False, rate: str | None = None) -> dict:
+def transfer(lab: CaptureLab, start_tool, loopback: bool = False, rate: str | None = None) -> dict:
     """One iperf3 transfer (veth, or loopback inside the client's namespace) under a tool
     (or tools: a tuple of them, started in order)."""
     ns = lab.net.client if loopback else lab.net.server
     addr = "127.0.0.1" if loopback else lab.net.server_addr
-    server = bench.start_in(lab.receiver, ns, ["iperf3", "-s", "-1", "-p", str(PORT)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = lab.start("receiver", ns, ["iperf3", "-s", "-1", "-p", str(PORT)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tool = None
     try:
-        bench.wait_port(ns, PORT)
+        lab.wait_listening(ns, PORT)
         tool = start_tool()
-        cpu0 = bench.cgroup_cpu_us(lab.sender) + bench.cgroup_cpu_us(lab.receiver)
+        cpu0 = lab.cpu_us()
         tool0, t0 = bench.process_cpu(tool.pid) if tool else 0, time.monotonic()
-        client = bench.start_in(lab.sender, lab.net.client, ["iperf3", "-c", addr, "-p", str(PORT),
-                                                            "-t", str(lab.duration), "-J",
-                                                            *(["-b", rate] if rate else [])],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        client = lab.start("sender", lab.net.client, ["iperf3", "-c", addr, "-p", str(PORT),
+                                                      "-t", str(lab.duration), "-J",
+                                                      *(["-b", rate] if rate else [])],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         result = json.loads(client.communicate(timeout=lab.duration + 60)[0])
-        cpu_s = (bench.cgroup_cpu_us(lab.sender) + bench.cgroup_cpu_us(lab.receiver) - cpu0) / 1e6
+        cpu_s = (lab.cpu_us() - cpu0) / 1e6
         cpu_s += ((bench.process_cpu(tool.pid) - tool0) if tool else 0) / os.sysconf("SC_CLK_TCK")
         if "error" in result:
             raise RuntimeError(f"iperf3: {result['error']}")
@@ -196,7 +185,7 @@ def transfer(lab: Lab, start_tool, loopback: bool = False, rate: str | None = No
             server.wait()
 
 
-def cases(lab: Lab, builds: dict[str, Path]) -> dict:
+def cases(lab: CaptureLab, builds: dict[str, Path]) -> dict:
     """Case name -> how to start its tool (None: no capture)."""
     out = {BASELINE: lambda: None, TCPDUMP: lambda: Tcpdump(lab)}
     for build, binary in builds.items():
@@ -210,7 +199,7 @@ class Both:
     iperf3's connections only (`first` starts first: its programs run first at
     each hook)."""
 
-    def __init__(self, lab: Lab, builds: dict[str, Path], first: str):
+    def __init__(self, lab: CaptureLab, builds: dict[str, Path], first: str):
         order = sorted(builds, key=lambda b: b != first)
         self.caps = {b: Magnet(lab, builds[b], "net", stats=False, name=f"check{i}", ext=True, keep=True)
                      for i, b in enumerate(order)}
@@ -231,35 +220,28 @@ class Both:
 
 def measure(args, builds: dict[str, Path]) -> list[dict]:
     rows = []
-    sender, receiver = (capture.make_cgroup(f"mgcc{os.getpid()}-{side}") for side in ("snd", "rcv"))
-    try:
-        with netns.pair(f"mgcc{os.getpid() % 10000}") as net, \
-                tempfile.TemporaryDirectory(prefix="mgcc-", dir=args.workdir) as work:
-            for ns in (net.client, net.server):          # no TCP memory from one run to the next
-                netns.sh("sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1", ns=ns)
-            lab = Lab(net, sender, receiver, Path(work), args.duration)
-            order = list(cases(lab, builds).items())
-            for round_ in common.progress(range(args.rounds), "rounds", unit="round"):
-                k = round_ % len(order)
-                for name, start in order[k:] + order[:k]:
-                    rows.append({"kind": "veth", "case": name, "round": round_, **transfer(lab, start)})
-                    common.progress_note(f"round {round_ + 1} {name}: {rows[-1]['gbps']:.2f} Gb/s")
-            lab.duration = args.stats_duration
-            for round_ in range(args.stats_runs):
-                for build, binary in builds.items():
-                    run = transfer(lab, lambda b=binary: Magnet(lab, b, "net", stats=True), loopback=True)
-                    rows.append({"kind": "loopback, BPF statistics", "case": f"magnet net{build}",
-                                 "round": round_, **run})
-                    common.progress_note(f"loopback {build or 'this build'}: {run['runs_per_packet']:.2f} "
-                                         f"runs per packet, {run['ns_per_event']:.0f} ns/event")
-            rows += check_times(args, lab, builds)
-    finally:
-        capture.remove_cgroup(sender)
-        capture.remove_cgroup(receiver)
+    with open_lab("mgcc", ("sender", "receiver"), workdir=args.workdir, duration=args.duration) as lab:
+        for ns in (lab.net.client, lab.net.server):     # no TCP memory from one run to the next
+            netns.sh("sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1", ns=ns)
+        order = list(cases(lab, builds).items())
+        for round_ in common.progress(range(args.rounds), "rounds", unit="round"):
+            k = round_ % len(order)
+            for name, start in order[k:] + order[:k]:
+                rows.append({"kind": "veth", "case": name, "round": round_, **transfer(lab, start)})
+                common.progress_note(f"round {round_ + 1} {name}: {rows[-1]['gbps']:.2f} Gb/s")
+        lab.duration = args.stats_duration
+        for round_ in range(args.stats_runs):
+            for build, binary in builds.items():
+                run = transfer(lab, lambda b=binary: Magnet(lab, b, "net", stats=True), loopback=True)
+                rows.append({"kind": "loopback, BPF statistics", "case": f"magnet net{build}",
+                             "round": round_, **run})
+                common.progress_note(f"loopback {build or 'this build'}: {run['runs_per_packet']:.2f} "
+                                     f"runs per packet, {run['ns_per_event']:.0f} ns/event")
+        rows += check_times(args, lab, builds)
     return rows
 
 
-def check_times(args, lab: Lab, builds: dict[str, Path]) -> list[dict]:
+def check_times(args, lab: CaptureLab, builds: dict[str, Path]) -> list[dict]:
     """Both builds on the same traffic, loopback and veth, which one first alternating."""
     if len(builds) < 2:
         return []
@@ -286,29 +268,23 @@ def with_losses(runs: pd.DataFrame) -> pd.DataFrame:
     return veth
 
 
-def spread(values: pd.Series, fmt: str = "{:.3g}") -> str:
-    v = values.dropna().astype(float)
-    if v.empty:
-        return "–"
-    return f"{fmt.format(v.median())} [{fmt.format(v.min())}, {fmt.format(v.max())}]"
-
-
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     veth = with_losses(runs)
     for case, part in veth.groupby("case", sort=False):
-        rows.append({"case": case, "runs": len(part), "gbps": spread(part.gbps),
-                     "loss_pct": spread(part.loss_pct, "{:.1f}"), "cpu_s_per_gb": spread(part.cpu_s_per_gb),
-                     "extra_cpu_s_per_gb": spread(part.extra_cpu_s_per_gb),
-                     "events_per_s": spread(part.events / part.seconds) if "events" in part else "–",
+        rows.append({"case": case, "runs": len(part), "gbps": common.spread(part.gbps),
+                     "loss_pct": common.spread(part.loss_pct, "{:.1f}"),
+                     "cpu_s_per_gb": common.spread(part.cpu_s_per_gb),
+                     "extra_cpu_s_per_gb": common.spread(part.extra_cpu_s_per_gb),
+                     "events_per_s": common.spread(part.events / part.seconds) if "events" in part else "–",
                      "lost": int(part.get("lost", pd.Series(dtype=float)).fillna(0).max()),
                      "tcpdump_drops": int(part.get("drops", pd.Series(dtype=float)).fillna(0).max())})
     cost = runs[runs.kind == "loopback, BPF statistics"]
     for case, part in cost.groupby("case", sort=False):
         rows.append({"case": f"{case}, loopback with BPF statistics", "runs": len(part),
-                     "gbps": spread(part.gbps), "cpu_s_per_gb": spread(part.cpu_s_per_gb),
-                     "runs_per_packet": spread(part.runs_per_packet, "{:.2f}"),
-                     "ns_per_event": spread(part.ns_per_event, "{:.0f}")})
+                     "gbps": common.spread(part.gbps), "cpu_s_per_gb": common.spread(part.cpu_s_per_gb),
+                     "runs_per_packet": common.spread(part.runs_per_packet, "{:.2f}"),
+                     "ns_per_event": common.spread(part.ns_per_event, "{:.0f}")})
     return pd.DataFrame(rows)
 
 
@@ -384,7 +360,7 @@ def verdicts(runs: pd.DataFrame, builds: dict[str, Path], check: pd.DataFrame) -
         if len(mine):
             rpp = mine.runs_per_packet.median()
             out.append(f"program runs per packet{who}, every network event, loopback bulk (over the DEV_SEND "
-                       f"records): {spread(mine.runs_per_packet, '{:.2f}')}, target <= {RUNS_PER_PACKET_TARGET:g}: "
+                       f"records): {common.spread(mine.runs_per_packet, '{:.2f}')}, target <= {RUNS_PER_PACKET_TARGET:g}: "
                        f"{'met' if rpp <= RUNS_PER_PACKET_TARGET else 'MISSED'}; kernel time per recorded "
                        f"event {mine.ns_per_event.median():.0f} ns (BPF statistics, ~{bench.STATS_FLOOR_NS} ns "
                        "per run of it their own)")
@@ -393,16 +369,16 @@ def verdicts(runs: pd.DataFrame, builds: dict[str, Path], check: pd.DataFrame) -
             share = ratio(veth, net, "loss_pct")
             ok = loss[net] <= NET_LOSS_TARGET_PCT and loss[net] <= NET_TCPDUMP_SHARE * max(dump, 0)
             out.append(f"throughput loss at saturation{who}, every network event: "
-                       f"{spread(veth[veth.case == net].loss_pct, '{:.1f}')} % (tcpdump "
-                       f"{spread(veth[veth.case == TCPDUMP].loss_pct, '{:.1f}')} %; per round "
-                       f"{spread(share, '{:.2f}')} of tcpdump's), target <= {NET_LOSS_TARGET_PCT:g} % and "
+                       f"{common.spread(veth[veth.case == net].loss_pct, '{:.1f}')} % (tcpdump "
+                       f"{common.spread(veth[veth.case == TCPDUMP].loss_pct, '{:.1f}')} %; per round "
+                       f"{common.spread(share, '{:.2f}')} of tcpdump's), target <= {NET_LOSS_TARGET_PCT:g} % and "
                        f"<= 1/2 of tcpdump's: {'met' if ok else 'MISSED'}")
             cpu = ratio(veth, net, "extra_cpu_s_per_gb")
             mine_cpu = veth[veth.case == net].extra_cpu_s_per_gb
             dump_cpu = veth[veth.case == TCPDUMP].extra_cpu_s_per_gb
             ok = mine_cpu.median() <= CPU_TCPDUMP_SHARE * dump_cpu.median()
-            out.append(f"extra CPU per GB{who}, every network event: {spread(mine_cpu)} s (tcpdump "
-                       f"{spread(dump_cpu)} s; per round {spread(cpu, '{:.2f}')} of tcpdump's), target <= 1/4 "
+            out.append(f"extra CPU per GB{who}, every network event: {common.spread(mine_cpu)} s (tcpdump "
+                       f"{common.spread(dump_cpu)} s; per round {common.spread(cpu, '{:.2f}')} of tcpdump's), target <= 1/4 "
                        f"of tcpdump's: {'met' if ok else 'MISSED'}")
             lost = veth[veth.case == net].get("lost", pd.Series(dtype=float)).fillna(0)
             out.append(f"events lost at saturation{who}, default buffer: {int(lost.max())} at most in a run "
@@ -448,7 +424,7 @@ def baseline_binary(spec: str, work: Path) -> Path:
 
 
 def main(argv=None) -> int:
-    p = common.parser("capture-cost", __doc__)
+    p = common.bench_parser("bench_capture_cost", "capture-cost", __doc__)
     p.add_argument("--rounds", type=int, default=6, help="rounds of every case (default 6)")
     p.add_argument("--duration", type=float, default=8.0, help="seconds per veth transfer (default 8)")
     p.add_argument("--stats-runs", type=int, default=3, help="loopback runs with BPF statistics per build")
@@ -459,18 +435,16 @@ def main(argv=None) -> int:
                    help="rounds of both builds recording the same traffic (with --baseline; default 4)")
     p.add_argument("--check-duration", type=float, default=2.0, help="seconds per such transfer (default 2)")
     p.add_argument("--workdir", default="/dev/shm", help="where traces and pcaps go (a tmpfs)")
-    p.add_argument("--note", default="", help="a sentence for the README: what else ran on the machine")
     args = common.parse(p, argv)
-    capture_gate.quick(p, args, rounds=2, duration=3.0, stats_runs=1, check_rounds=2)
+    common.quick(p, args, rounds=2, duration=3.0, stats_runs=1, check_rounds=2)
     builds = {"": capture_gate.ready("iperf3", "tcpdump", "ethtool", "ip")}
     with tempfile.TemporaryDirectory(prefix="mgcc-build-") as work:
         if args.baseline:
             builds[", baseline"] = baseline_binary(args.baseline, Path(work))
-        context = {"before": load(), "others_before": busiest(os.getpid())}
+        context = {"before": common.load(), "others_before": common.busiest(os.getpid())}
         runs = pd.DataFrame(measure(args, builds))
-        context.update(after=load(), others_after=busiest(os.getpid()))
+        context.update(after=common.load(), others_after=common.busiest(os.getpid()))
     results = common.Results("capture-cost", args)
-    results.command = f"python -m magnet.experiments.bench_capture_cost {shlex.join(args.argv)}".strip()
     results.table("runs", runs.drop(columns=["programs", "recorded", "times"], errors="ignore"))
     per_program = results.table("programs", programs(runs), floats="{:.4g}")
     check = times(runs)

@@ -143,19 +143,6 @@ def tcp_case(work: Path, rate_bps: int, seconds: float, log: bool = False) -> di
             "late_p99_us": f["late_p99_us"], "sched_fifo": stats.sched_fifo}
 
 
-def load() -> str:
-    return " ".join(open("/proc/loadavg").read().split()[:3])
-
-
-def busiest(exclude: int) -> str:
-    """The processes using most CPU right now (ps), ours left out: what else ran."""
-    out = subprocess.run(["ps", "-eo", "pid,pcpu,comm", "--sort=-pcpu", "--no-headers"],
-                         capture_output=True, text=True).stdout.splitlines()
-    rows = [line.split(None, 2) for line in out]
-    return ", ".join(f"{comm} {cpu}%" for pid, cpu, comm in rows[:8]
-                     if int(pid) != exclude and float(cpu) >= 1.0)[:300] or "none above 1% CPU"
-
-
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     """Per case and measure: median [min, max] over the rounds."""
     rows = []
@@ -164,8 +151,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         for col in part.columns:
             if col in ("case", "round") or part[col].isna().all() or part[col].dtype == bool:
                 continue
-            v = part[col].astype(float)
-            row[col] = f"{v.median():.4g} [{v.min():.4g}, {v.max():.4g}]" if len(v) > 1 else f"{v.iloc[0]:.4g}"
+            row[col] = common.spread(part[col].astype(float), "{:.4g}")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -201,15 +187,14 @@ def verdicts(runs: pd.DataFrame) -> list[str]:
 
 
 def main(argv=None) -> int:
-    p = common.parser("bench-linkem", __doc__)
+    p = common.bench_parser("bench_linkem", "linkem", __doc__)
     p.add_argument("--runs", type=int, default=3, help="rounds of every case (default 3)")
-    p.add_argument("--note", default="", help="a sentence for the README: what else ran on the machine")
     args = common.parse(p, argv)
     why = linkem.unavailable() or (None if shutil.which("iperf3") else "needs iperf3 (Debian: iperf3)")
     common.gate(why is None, f"bench_linkem: {why}")
     runs = 1 if args.quick else args.runs
     pings, seconds = (100, 4.0) if args.quick else (400, 10.0)
-    context = {"load_before": load(), "others_before": busiest(os.getpid())}
+    context = {"load_before": common.load(), "others_before": common.busiest(os.getpid())}
     rows = []
     cases = [("rtt", lambda w: rtt_case(w, pings, False)), ("rtt-1cpu", lambda w: rtt_case(w, pings, True)),
              ("rtt-path", lambda w: path_case(w, pings)),
@@ -225,10 +210,9 @@ def main(argv=None) -> int:
                 rows.append({"case": name, "round": round_, **case(work)})
                 common.progress_note(f"{name} round {round_ + 1}: " + ", ".join(
                     f"{k} {v:.4g}" for k, v in rows[-1].items() if isinstance(v, float)))
-    context.update(load_after=load(), others_after=busiest(os.getpid()))
+    context.update(load_after=common.load(), others_after=common.busiest(os.getpid()))
     frame = pd.DataFrame(rows)
     results = common.Results("linkem", args)
-    results.command = f"python -m magnet.experiments.bench_linkem {shlex.join(args.argv)}".strip()
     table = results.table("results", frame, floats="{:.4g}")
     body = "\n".join([
         "The link emulator (replay/linkem/) and magnet path measured against their targets; "

@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,8 +35,10 @@ from magnet.replay import netns
 
 from . import bench_capture as bench
 from . import capture_gate, common
-from .capture_gate import quick
+from .capture_lab import CaptureLab, open_lab
 
+
+IPERF3 = "iperf3"                     # the lab's one cgroup: both ends, what the capture records
 DEV_BITS = (8, 9)                     # DEV_SEND, DEV_RECV in EVENT_MASK (format.toml)
 # Device events recorded + lost fall short of the veths' counters by a few
 # packets (each server-side SYN arrives before its socket exists; IPv6 neighbour
@@ -89,15 +90,6 @@ def percent_cell(v: float) -> str:
     return f"{v:.1f}" if v < 10 else f"{v:.0f}"
 
 
-@dataclass
-class Lab:
-    net: netns.Net
-    cgroup: Path
-    workdir: Path
-    binary: Path
-    duration: float
-
-
 def options(argv):
     p = common.parser("loss", __doc__)
     p.add_argument("--buffers", default="16M,4M,1M,256K,64K,16K",
@@ -109,7 +101,7 @@ def options(argv):
     p.add_argument("--workdir", default="/dev/shm", help="where traces go (a tmpfs; deleted per run)")
     p.add_argument("--prefix", default="mgxk", help="name prefix of namespaces and cgroups (default mgxk)")
     args = common.parse(p, argv)
-    quick(p, args, buffers="16M,256K,16K", delays="auto,50ms", duration=3.0, repeats=1)
+    common.quick(p, args, buffers="16M,256K,16K", delays="auto,50ms", duration=3.0, repeats=1)
     args.buffer_list = [b.strip() for b in args.buffers.split(",") if b.strip()]
     args.delay_list = [d.strip() for d in args.delays.split(",") if d.strip()]
     return args
@@ -136,29 +128,30 @@ def occurred(stats: dict) -> int:
 
 
 # -------------------------------------------------------------------- run ---
-def run_point(lab: Lab, buffer: str | None, delay: str, repeat: int) -> Point:
+def run_point(lab: CaptureLab, buffer: str | None, delay: str, repeat: int) -> Point:
     point = Point(buffer or "none", delay if buffer else "–", repeat)
-    trace, stats = lab.workdir / "loss.magnet", lab.workdir / "stats.json"
-    server = bench.start_in(lab.cgroup, lab.net.server, ["iperf3", "-s", "-1", "-p", str(bench.PORT)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    trace, stats = lab.work / "loss.magnet", lab.work / "stats.json"
+    server = lab.start(IPERF3, lab.net.server, ["iperf3", "-s", "-1", "-p", str(bench.PORT)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cap = None
     try:
-        bench.wait_port(lab.net.server, bench.PORT)
+        lab.wait_listening(lab.net.server, bench.PORT)
         if buffer:
             settings = capture.Settings(events="net", buffer=buffer, drain_delay=delay, stats=str(stats),
-                                        status_dir=str(lab.workdir / "status"))
-            cap = capture.Capture(trace, cgroup=lab.cgroup, settings=settings, binary=lab.binary).start()
+                                        status_dir=str(lab.work / "status"))
+            cap = capture.Capture(trace, cgroup=lab.cgroups[IPERF3], settings=settings,
+                                  binary=lab.binary).start()
         packets0, (busy0, total0) = dev_packets(lab.net), bench.cpu_busy()
         tool0, t0 = bench.process_cpu(cap.pid) if cap else 0, time.monotonic()
-        traffic0 = bench.cgroup_cpu_us(lab.cgroup)
-        client = bench.start_in(lab.cgroup, lab.net.client,
-                                ["iperf3", "-c", lab.net.server_addr, "-p", str(bench.PORT),
-                                 "-t", str(lab.duration), "-J"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        traffic0 = lab.cpu_us()
+        client = lab.start(IPERF3, lab.net.client,
+                           ["iperf3", "-c", lab.net.server_addr, "-p", str(bench.PORT),
+                            "-t", str(lab.duration), "-J"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, _ = client.communicate(timeout=lab.duration + 60)
         busy1, total1 = bench.cpu_busy()
         point.duration = time.monotonic() - t0
-        traffic = bench.cgroup_cpu_us(lab.cgroup) - traffic0
+        traffic = lab.cpu_us() - traffic0
         tool_cpu = bench.process_cpu(cap.pid) - tool0 if cap else 0
         server.wait(timeout=30)
         point.dev_packets = dev_packets(lab.net) - packets0
@@ -211,11 +204,8 @@ def grid(args) -> list[tuple[str | None, str, int]]:
 
 def measure(args, binary: Path) -> list[Point]:
     points: list[Point] = []
-    cgroup = capture.make_cgroup(f"{args.prefix}-loss-{os.getpid()}")
     try:
-        with netns.pair(f"{args.prefix}l{os.getpid() % 10000}") as net, \
-                tempfile.TemporaryDirectory(prefix=f"{args.prefix}-loss-", dir=args.workdir) as work:
-            lab = Lab(net, cgroup, Path(work), binary, args.duration)
+        with open_lab(args.prefix, (IPERF3,), workdir=args.workdir, duration=args.duration, binary=binary) as lab:
             bar = common.progress(grid(args), "loss", unit="point")
             for buffer, delay, repeat in bar:
                 points.append(run_point(lab, buffer, delay, repeat))
@@ -223,8 +213,6 @@ def measure(args, binary: Path) -> list[Point]:
                 bar.set_postfix_str(f"{p.buffer} {p.delay}: {p.loss_pct:.2f}% lost, {p.gbps:.2f} Gb/s")
     except capture.CaptureError as e:
         capture_gate.refused(e)
-    finally:
-        capture.remove_cgroup(cgroup)
     return points
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 
 from . import bench_capture as bench
 from . import capture_gate, common
-from .capture_gate import quick
+
 
 B = bench
 # ALS 2001 Table I (throughput, % reduction) and PAM 2002 Table I (send, receive CPU %).
@@ -57,7 +57,7 @@ def options(argv):
     p.add_argument("--workdir", default="/dev/shm", help="where traces and pcaps go (a tmpfs; deleted per run)")
     p.add_argument("--prefix", default="mgxk", help="name prefix of namespaces and cgroups (default mgxk)")
     args = common.parse(p, argv)
-    quick(p, args, runs=2, duration=3.0, cost_runs=1, rates="max")
+    common.quick(p, args, runs=2, duration=3.0, cost_runs=1, rates="max")
     args.rate_list = [r.strip() for r in args.rates.split(",") if r.strip()]
     return args
 

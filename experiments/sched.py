@@ -37,7 +37,7 @@ from magnetlib.trace import Trace
 
 from . import bench_capture as bench
 from . import capture_gate, common
-from .capture_gate import quick
+
 
 WORKLOADS = ("idle", "CPU-bound")
 SPIN = "while True: pass"
@@ -54,7 +54,7 @@ def options(argv):
     p.add_argument("--workdir", default="/dev/shm", help="where traces go (a tmpfs; deleted after)")
     p.add_argument("--prefix", default="mgxk", help="name prefix of temporary files (default mgxk)")
     args = common.parse(p, argv)
-    quick(p, args, duration=5.0)
+    common.quick(p, args, duration=5.0)
     return args
 
 
