@@ -303,6 +303,19 @@ def workspace(args: argparse.Namespace, prefix: str):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def largest_sender(trace, who: str) -> int:
+    """The sockid of an open trace's stream whose writes (SOCK_SEND) moved the most bytes:
+    a transfer's data connection; StudyError if `who` (the sender, the server) wrote nothing."""
+    import numpy as np
+
+    from magnetlib import demand
+    every = demand.extract(trace, None, "send", "sock")
+    if not len(every):
+        raise StudyError(str(trace.path), f"no SOCK_SEND records: the {who}'s writes were not captured")
+    streams, index = np.unique(every.sockid, return_inverse=True)
+    return int(streams[np.argmax(np.bincount(index, weights=every.size))])
+
+
 def native_program(name: str, needs: tuple[str, ...] = ("make", "cc")) -> Path:
     """One of the C programs the benchmarks measure against (experiments/native/), built
     by its Makefile into the per-user cache; BuildError naming what is missing."""

@@ -40,7 +40,7 @@ from magnetlib.demand import Demand
 from magnetlib.errors import MagnetError
 
 from . import multistack
-from .common import StudyError
+from .common import StudyError, largest_sender
 
 SIZE, INTERVAL = 3284, 0.124          # the paper's Table II application
 CHAIN = multistack.scenario(stacks=4)  # each stack: 20 Mbit/s, 30 ms one way, 100 packets
@@ -100,11 +100,7 @@ def captured_demand(trace: Path) -> tuple[Demand, tuple]:
     """The sender's writes (SOCK_SEND) and its own stack's wire (DEV_SEND) from the capture."""
     with magnetlib.open(trace) as t:
         t.check()
-        every = demand_mod.extract(t, None, "send", "sock")
-        if not len(every):
-            raise StudyError(str(trace), "no SOCK_SEND records: the sender's writes were not captured")
-        streams, index = np.unique(every.sockid, return_inverse=True)
-        sid = int(streams[np.argmax(np.bincount(index, weights=every.size))])
+        sid = largest_sender(t, "sender")
         demand = demand_mod.extract(t, sid, "send", "sock")
         wire = demand_mod.extract(t, sid, "send", "dev")
         lost = t.scan.lost

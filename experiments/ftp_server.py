@@ -28,7 +28,7 @@ from magnetlib import knobs
 from magnetlib.demand import Demand
 from magnetlib.errors import MagnetError
 
-from .common import StudyError
+from .common import StudyError, largest_sender
 
 VSFTPD = "/usr/sbin/vsftpd"
 CONFIG = """listen=YES
@@ -124,12 +124,7 @@ def server_demand(trace: Path) -> Demand:
     """The data connection's writes: the stream that sent the most bytes."""
     with magnetlib.open(trace) as t:
         t.check()
-        every = demand_mod.extract(t, None, "send", "sock")
-        if not len(every):
-            raise StudyError(str(trace), "no SOCK_SEND records: the server's writes were not captured")
-        streams, index = np.unique(every.sockid, return_inverse=True)
-        sid = int(streams[np.argmax(np.bincount(index, weights=every.size))])
-        demand = demand_mod.extract(t, sid, "send", "sock")
+        demand = demand_mod.extract(t, largest_sender(t, "server"), "send", "sock")
     return Demand.from_arrays(demand.time_ns, demand.size)
 
 
