@@ -296,7 +296,7 @@ def changes(summary: pd.DataFrame, later: int = 3) -> pd.DataFrame:
     return out
 
 
-def spread(runs: pd.DataFrame, later: int = 3) -> dict:
+def base_noise(runs: pd.DataFrame, later: int = 3) -> dict:
     """Per engine and workload: the largest |change| stack 1 -> `later` among repeated base runs."""
     base = runs[runs["setting"] == "base"]
     out = {}
@@ -467,7 +467,7 @@ def write_results(args, runs: pd.DataFrame, skipped: dict, failed: list[str]) ->
     summary = summarise(runs)
     later = min(3, int(summary["stack"].max()))     # stack 3, or the last of a shorter chain
     change = changes(summary, later)
-    verdict = verdicts(change, spread(runs, later))
+    verdict = verdicts(change, base_noise(runs, later))
     summary.to_csv(results.path("summary.csv"), index=False)
     body = [intro(args, skipped, failed), "## Which conditions make later stacks modulate", "",
             findings(verdict), "", common.markdown(verdict[[*KEYS, "size_pct", "gap_pct", "bw_pct",

@@ -144,7 +144,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return out.merge(paper_frame(), on=["k", "stack"], how="left")
 
 
-def spread(mean: float, lo: float, hi: float, fmt: str) -> str:
+def mean_range(mean: float, lo: float, hi: float, fmt: str) -> str:
     """'1095 [1089, 1101]' over several runs (mean [min, max]), '1095' when they agree."""
     text = fmt.format(mean)
     if np.isfinite(lo) and fmt.format(lo) != fmt.format(hi):
@@ -158,13 +158,13 @@ def table_ii(summary: pd.DataFrame) -> str:
     for r in summary.itertuples(index=False):
         paper = "–" if np.isnan(r.paper_size) else f"{r.paper_size:.0f} B, {r.paper_spacing_s:.3f} s"
         rows.append({"Trial": r.stack, "paper (size, spacing)": paper,
-                     "size B": spread(r.mean_size_mean, r.mean_size_min, r.mean_size_max, "{:.0f}"),
-                     "spacing s": spread(r.mean_spacing_s_mean, r.mean_spacing_s_min,
-                                         r.mean_spacing_s_max, "{:.4f}"),
-                     "Mb/s": spread(r.throughput_bps_mean / 1e6, r.throughput_bps_min / 1e6,
-                                    r.throughput_bps_max / 1e6, "{:.3f}"),
-                     "vs app %": spread(r.bandwidth_vs_app_pct_mean, r.bandwidth_vs_app_pct_min,
-                                        r.bandwidth_vs_app_pct_max, "{:+.1f}"),
+                     "size B": mean_range(r.mean_size_mean, r.mean_size_min, r.mean_size_max, "{:.0f}"),
+                     "spacing s": mean_range(r.mean_spacing_s_mean, r.mean_spacing_s_min,
+                                             r.mean_spacing_s_max, "{:.4f}"),
+                     "Mb/s": mean_range(r.throughput_bps_mean / 1e6, r.throughput_bps_min / 1e6,
+                                        r.throughput_bps_max / 1e6, "{:.3f}"),
+                     "vs app %": mean_range(r.bandwidth_vs_app_pct_mean, r.bandwidth_vs_app_pct_min,
+                                            r.bandwidth_vs_app_pct_max, "{:+.1f}"),
                      "paper vs app % (implied)": "–" if np.isnan(r.paper_size)
                      else f"{r.paper_implied_vs_app_pct:+.0f}"})
     return common.markdown(pd.DataFrame(rows))
