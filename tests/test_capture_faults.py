@@ -226,7 +226,7 @@ class Interrupted(BaseException):
 def test_an_interrupted_start_leaves_no_reader_and_no_cgroup(magnet_read, tmp_path):  # noqa: F811
     """A Ctrl-C while magnet-read loads its programs (a replay's stack starting its
     capture) stops that magnet-read and removes the cgroup made for it: none may
-    outlive the interrupted caller (a test of issue 16 left the cgroup behind)."""
+    outlive the interrupted caller (a test once left the cgroup behind)."""
     from magnet.replay import wire
     name = f"{PREFIX}-interrupted"
     out = tmp_path / "interrupted.magnet"

@@ -259,8 +259,8 @@ def test_tcp_knobs_on_the_sockets(tmp_path, namespaces):
 def test_interrupted_run_leaves_nothing(tmp_path, namespaces, sig, after_s, ignored):
     """Killed while setting up or while replaying, in relay mode with cross traffic (most
     to clean up): no namespace, TUN device, emulator, cgroup or process is left.  SIGINT
-    ends the run even when it started with SIGINT ignored (a shell's background job;
-    issue 16: the run went on to its end and exited 0)."""
+    ends the run even when it started with SIGINT ignored (a shell's background job,
+    where a run once went on to its end and exited 0)."""
     def preexec():
         if ignored:
             signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -49,7 +49,7 @@ def test_figure_and_readme(quick):
 
 def test_kernel_time_per_program(quick):
     """Per program (attach point): runs, ns per run and share of the kernel time,
-    beside throughput and CPU per transferred GB (issue 17)."""
+    beside throughput and CPU per transferred GB: where the capture's cost goes."""
     programs = pd.read_csv(quick / "programs.csv")
     assert set(programs.configuration) == set(bench.MAGNET_CONFIGS)
     everything = programs[programs.configuration == bench.MAGNET_ALL].set_index("program")
