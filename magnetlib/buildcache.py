@@ -118,11 +118,11 @@ def require(what: str, needs: Iterable[str]) -> None:
         raise BuildError(what, f"building it needs {', '.join(absent)} (Debian: apt-get install {packages})")
 
 
-def run_make(source: Path, out: Path, targets: Iterable[str] = (), variables: dict | None = None
-             ) -> subprocess.CompletedProcess:
-    """`make -C source OUTPUT=out CC=... VAR=value... targets`, its output captured."""
+def run_make(source: Path, out: Path, targets: Iterable[str] = (), variables: dict | None = None,
+             jobs: int = 1) -> subprocess.CompletedProcess:
+    """`make -C source -jJOBS OUTPUT=out CC=... VAR=value... targets`, its output captured."""
     assigned = {"CC": compiler() or "cc", **(variables or {})}
-    return subprocess.run(["make", "-s", "-C", str(source), f"OUTPUT={out}",
+    return subprocess.run(["make", "-s", "-C", str(source), f"-j{jobs}", f"OUTPUT={out}",
                            *(f"{k}={v}" for k, v in assigned.items()), *targets],
                           capture_output=True, text=True)
 
@@ -138,17 +138,24 @@ def first_error(proc: subprocess.CompletedProcess) -> str:
 
 def make(kind: str, source: Path, files: Iterable[tuple[str, Path]], *, targets: Iterable[str] = (),
          variables: dict | None = None, needs: Iterable[str] = ("make", "cc"), label: str | None = None,
-         quiet: bool = True, base: Path | None = None) -> Path:
+         quiet: bool = True, base: Path | None = None, jobs: int = 1, force: bool = False) -> Path:
     """The cache directory holding what `source`'s Makefile builds (its OUTPUT), made once
-    per version of `files` (name, path), `targets` and `variables`: BuildError if a tool
-    of `needs` is missing or the build fails."""
+    per version of `files` (name, path), `targets` and `variables` (`jobs` at once; `force`:
+    made again): BuildError if a tool of `needs` is missing or the build fails."""
     label = label or kind
     require(label, needs)
     targets, variables = list(targets), dict(variables or {})
-    digest = key(files, [compiler() or "cc", *targets, *(f"{k}={v}" for k, v in sorted(variables.items()))])
+    digest = make_key(files, targets, variables)
+    if force:
+        shutil.rmtree((base or root() / kind) / digest, ignore_errors=True)
 
     def run(out: Path) -> None:
-        proc = run_make(source, out, targets, variables)
+        proc = run_make(source, out, targets, variables, jobs)
         if proc.returncode != 0:
             raise BuildError(label, first_error(proc))
     return build(kind, digest, run, base=base, quiet=quiet, label=label)[0]
+
+
+def make_key(files: Iterable[tuple[str, Path]], targets: Iterable[str] = (), variables: dict | None = None) -> str:
+    """make()'s cache key: the files, the C compiler, the targets and the variables."""
+    return key(files, [compiler() or "cc", *targets, *(f"{k}={v}" for k, v in sorted((variables or {}).items()))])

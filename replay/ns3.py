@@ -26,11 +26,10 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,25 +43,13 @@ from .scenario import TCP_MODELS, Cross, Path as NetPath, Scenario
 APP_DIR = Path(ns3app.__file__).resolve().parent            # ns3-app/ in a checkout
 FORMAT_HEADER_DIR = Path(capture.__file__).resolve().parent  # capture/magnet_format.h
 INSTALL_HINT = "pip install --no-deps ns3"
-CXXFLAGS = ["-std=c++20", "-O2", "-g0", "-fPIC", "-Wall", "-Wextra", "-Wno-unused-parameter"]
-NS3_MODULES = ["point-to-point", "applications", "internet", "network", "core",
-               "traffic-control", "stats"]
-# Programs and their main source; every program links the model and helper objects.
-PROGRAMS = {
-    "magnet-chain": "examples/magnet-chain.cc",
-    "magnet-replay-example": "examples/magnet-replay-example.cc",
-    "magnet-replay-test": "test/magnet-replay-test-suite.cc",
-    "magnet-linux-tcp-test": "test/magnet-linux-tcp-test-suite.cc",
-}
-# Sources a program links besides its main (ns-3's own test-runner has the suites' main).
-PROGRAM_EXTRAS = {"magnet-replay-test": ["test/magnet-test-runner.cc"],
-                  "magnet-linux-tcp-test": ["test/magnet-test-runner.cc"]}
-LIBRARY_DIRS = ("model", "helper")
+# What ns3-app/Makefile builds: the model and helpers as one library (and their headers
+# in include/), the programs in bin/, and the ns-3 libraries they link in ns3-libs.
 LIBRARY_NAME = "libns3-magnet.so"
 
 
 class Ns3Error(ReplayError):
-    """ns-3 missing, a failed build or a failed run: one line, "WHAT: problem"."""
+    """ns-3 missing or a failed run: one line, "WHAT: problem" (a failed build is a BuildError)."""
 
 
 # ------------------------------------------------------------------ ns-3 ---
@@ -92,13 +79,6 @@ def find_ns3() -> Ns3Install:
                               f"run `{INSTALL_HINT}`")
 
 
-def _compiler() -> str:
-    cxx = os.environ.get("CXX") or shutil.which("g++")
-    if not cxx:
-        raise Ns3Error("g++", "not found: install it (Debian: apt-get install g++)")
-    return cxx
-
-
 # ----------------------------------------------------------------- build ---
 @dataclass(frozen=True)
 class Programs:
@@ -126,81 +106,42 @@ class Programs:
     def user_flags(self) -> list[str]:
         """g++ flags that build a user's ns-3 program with MagnetReplayHelper and
         MagnetAppReplayHelper: compile and link, after the program's sources."""
-        return ([*CXXFLAGS[:2], f'-DMAGNET_NS3_VERSION="{self.ns3.version}"', f"-I{self.include}",
+        return (["-std=c++20", "-O2", f'-DMAGNET_NS3_VERSION="{self.ns3.version}"', f"-I{self.include}",
                  f"-I{self.ns3.root / 'include'}", f"-L{self.library.parent}",
-                 f"-Wl,-rpath,{self.library.parent}", f"-l{LIBRARY_NAME[3:-3]}"] + _link_flags(self.ns3))
+                 f"-Wl,-rpath,{self.library.parent}", f"-l{LIBRARY_NAME[3:-3]}"]
+                + (self.directory / "ns3-libs").read_text().split())
 
 
 def _sources() -> list[tuple[str, Path]]:
     """Every file the programs are built from, by a name independent of where the tree is."""
-    return ([(f"ns3-app/{name}", path) for name, path in buildcache.tree(APP_DIR, (".cc", ".h"))]
+    return ([(f"ns3-app/{name}", path) for name, path in buildcache.tree(APP_DIR, (".cc", ".h"), ("Makefile",))]
             + [("capture/magnet_format.h", FORMAT_HEADER_DIR / "magnet_format.h")])
 
 
-def _flags(ns3: Ns3Install) -> list[str]:
-    includes = [f"-I{APP_DIR / d}" for d in LIBRARY_DIRS] + [f"-I{FORMAT_HEADER_DIR}",
-                                                            f"-I{ns3.root / 'include'}"]
-    return CXXFLAGS + [f'-DMAGNET_NS3_VERSION="{ns3.version}"'] + includes
-
-
-def _link_flags(ns3: Ns3Install) -> list[str]:
+def _variables(ns3: Ns3Install) -> dict[str, str]:
+    """What ns3-app/Makefile is told: the compiler, the ns-3 to build against, magnet_format.h."""
     prefix = next(iter(ns3.libdir.glob("libns3*-core*.so"))).name.split("-core")[0][3:]
-    return [f"-L{ns3.libdir}", f"-Wl,-rpath,{ns3.libdir}"] + [f"-l{prefix}-{m}" for m in NS3_MODULES]
+    return {"CXX": os.environ.get("CXX") or "g++", "NS3_ROOT": str(ns3.root), "NS3_VERSION": ns3.version,
+            "NS3_LIBDIR": str(ns3.libdir), "NS3_LIB": prefix, "FORMAT_DIR": str(FORMAT_HEADER_DIR)}
 
 
-def build_key(ns3: Ns3Install, cxx: str) -> str:
-    """A hash of everything the programs depend on: sources, flags, compiler, ns-3."""
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
-    return buildcache.key(_sources(), [*_flags(ns3), *_link_flags(ns3), cxx, version, str(ns3.root),
-                                       ns3.version])
+def build_key(ns3: Ns3Install) -> str:
+    """A hash of everything the programs depend on: sources, Makefile, compiler, ns-3."""
+    return buildcache.make_key(_sources(), (), _variables(ns3))
 
 
 def build(force: bool = False, quiet: bool = False) -> Programs:
-    """The compiled programs, building them if their sources, flags or ns-3 changed
-    (into $MAGNET_NS3_BUILD, default the per-user cache's ns3/)."""
-    ns3, cxx = find_ns3(), _compiler()
-    digest = build_key(ns3, cxx)
+    """The compiled programs, building them (ns3-app/Makefile) if their sources, compiler
+    or ns-3 changed, into $MAGNET_NS3_BUILD, default the per-user cache's ns3/."""
+    ns3 = find_ns3()
+    variables = _variables(ns3)
     base = Path(os.environ["MAGNET_NS3_BUILD"]) if os.environ.get("MAGNET_NS3_BUILD") else None
-    if force:
-        shutil.rmtree((base or buildcache.root() / "ns3") / digest, ignore_errors=True)
-    target, seconds = buildcache.build("ns3", digest, lambda work: _compile_all(ns3, cxx, work),
-                                       base=base, quiet=quiet, label=f"ns3-app against ns-3 {ns3.version}")
-    return Programs(target, ns3, seconds)
-
-
-def _compile_all(ns3: Ns3Install, cxx: str, work: Path) -> None:
-    (work / "obj").mkdir()
-    (work / "bin").mkdir()
-    library = [p for d in LIBRARY_DIRS for p in sorted((APP_DIR / d).glob("*.cc"))]
-    mains = {name: APP_DIR / src for name, src in PROGRAMS.items()}
-    extras = {name: [APP_DIR / e for e in PROGRAM_EXTRAS.get(name, [])] for name in PROGRAMS}
-    units = library + list(mains.values()) + [e for es in extras.values() for e in es]
-    objects = {src: work / "obj" / (src.stem + ".o") for src in units}
-    flags = _flags(ns3)
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        jobs = [pool.submit(_run_compiler, [cxx, *flags, "-c", str(src), "-o", str(obj)], src)
-                for src, obj in objects.items()]
-        for job in jobs:
-            job.result()
-    for name, src in mains.items():
-        inputs = [str(objects[s]) for s in library + extras[name]] + [str(objects[src])]
-        _run_compiler([cxx, *inputs, "-o", str(work / "bin" / name), *_link_flags(ns3)], src)
-    (work / "lib").mkdir()
-    _run_compiler([cxx, "-shared", *(str(objects[s]) for s in library), "-o", str(work / "lib" / LIBRARY_NAME),
-                   *_link_flags(ns3)], library[0])
-    (work / "include").mkdir()
-    for header in [*(h for d in LIBRARY_DIRS for h in (APP_DIR / d).glob("*.h")),
-                   FORMAT_HEADER_DIR / "magnet_format.h"]:
-        shutil.copy2(header, work / "include" / header.name)
-    (work / "ns-3").write_text(f"ns-3 {ns3.version} at {ns3.root}\n")
-
-
-def _run_compiler(command: list[str], source: Path) -> None:
-    proc = subprocess.run(command, capture_output=True, text=True)
-    if proc.returncode != 0:
-        errors = [line for line in proc.stderr.splitlines() if "error" in line]
-        first = (errors or proc.stderr.splitlines() or ["(no output)"])[0]
-        raise Ns3Error(f"ns3-app/{source.relative_to(APP_DIR)}", f"build failed: {first.strip()}")
+    cached = ((base or buildcache.root() / "ns3") / build_key(ns3) / ".complete").exists()
+    start = time.perf_counter()
+    directory = buildcache.make("ns3", APP_DIR, _sources(), variables=variables, needs=("make", variables["CXX"]),
+                                label=f"ns3-app against ns-3 {ns3.version}", quiet=quiet, base=base,
+                                jobs=os.cpu_count() or 1, force=force)
+    return Programs(directory, ns3, 0.0 if cached and not force else time.perf_counter() - start)
 
 
 # ------------------------------------------------------------ parameters ---
