@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import shutil
 import signal
 import socket
 import struct
@@ -145,21 +143,10 @@ UDPSCHED = Path(__file__).resolve().parent / "udpsched.c"
 
 
 def build_udpsched() -> Path:
-    """udpsched, the UDP sources' sender (C: it keeps the schedule's times), built once per
-    version of udpsched.c into the per-user cache."""
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        raise ReplayError("udpsched", "building the UDP cross-traffic sender needs a C compiler "
-                                     "(Debian: apt-get install gcc)")
-    flags = ["-O2", "-Wall", "-Wextra", "-std=gnu11"]
-
-    def make(out: Path) -> None:
-        proc = subprocess.run([cc, *flags, "-o", str(out / "udpsched"), str(UDPSCHED)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ReplayError("building udpsched", (proc.stderr.strip().splitlines() or ["failed"])[-1])
-    digest = buildcache.key([("udpsched.c", UDPSCHED)], [cc, *flags])
-    return buildcache.build("udpsched", digest, make, quiet=True, label="udpsched")[0] / "udpsched"
+    """udpsched, the UDP sources' sender (C: it keeps the schedule's times), built by
+    replay/Makefile once per version of udpsched.c into the per-user cache."""
+    files = [("udpsched.c", UDPSCHED), ("Makefile", UDPSCHED.parent / "Makefile")]
+    return buildcache.make("udpsched", UDPSCHED.parent, files, targets=["udpsched"], label="udpsched") / "udpsched"
 
 
 # --------------------------------------------------------------- sources ---
