@@ -36,6 +36,18 @@ def require_tool(name: str) -> str:
     return path
 
 
+def ns3_programs():
+    """ns3-app's programs built against the `ns3` wheel (skipped, or failed under CI,
+    where ns-3 or g++ is missing)."""
+    from magnet.replay import ns3
+    try:
+        ns3.find_ns3()
+    except ns3.Ns3Error as e:
+        require(False, str(e))
+    require_tool("g++")
+    return ns3.build()
+
+
 def require_root() -> None:
     require(os.geteuid() == 0, "needs root")
 

@@ -22,17 +22,12 @@ from magnet.replay.ns3 import Ns3Options
 from magnet.replay.scenario import Path as NetPath, Scenario, Tcp, cross
 from magnetlib import knobs
 
-from .conftest import assert_clean_error, require, require_tool, run_magnet
+from .conftest import assert_clean_error, ns3_programs, run_magnet
 
 
 @pytest.fixture(scope="session")
 def programs():
-    try:
-        ns3.find_ns3()
-    except ns3.Ns3Error as e:
-        require(False, str(e))
-    require_tool("g++")
-    return ns3.build()
+    return ns3_programs()
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from magnetlib.format import Event
 from magnet.replay import ns3
 from magnet.replay.scenario import Path as NetPath, Scenario, cross
 
-from .conftest import assert_clean_error, require, require_tool, run_magnet
+from .conftest import assert_clean_error, ns3_programs, run_magnet
 
 MS = 1_000_000
 COLUMNS = "connection,event,side,time_ns,size,adu,wait_bytes,think_ns,after"
@@ -47,12 +47,7 @@ ROWS = """\
 
 @pytest.fixture(scope="session")
 def programs():
-    try:
-        ns3.find_ns3()
-    except ns3.Ns3Error as e:
-        require(False, str(e))
-    require_tool("g++")
-    return ns3.build()
+    return ns3_programs()
 
 
 @pytest.fixture(scope="module")

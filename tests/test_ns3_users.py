@@ -16,9 +16,8 @@ import pytest
 
 from magnetlib import demand as demand_mod
 from magnetlib import synth
-from magnet.replay import ns3
 
-from .conftest import require, require_tool
+from .conftest import ns3_programs, require
 from .test_ns3_app import COLUMNS, ROWS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "ns3-replay.md"
@@ -26,12 +25,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "ns3-replay.md"
 
 @pytest.fixture(scope="module")
 def programs():
-    try:
-        ns3.find_ns3()
-    except ns3.Ns3Error as e:
-        require(False, str(e))
-    require_tool("g++")
-    return ns3.build()
+    return ns3_programs()
 
 
 def doc_block(heading: str, language: str) -> str:
