@@ -21,7 +21,7 @@ SYN, ACK, FIN = 0x02, 0x10, 0x01
 
 
 # ------------------------------------------------------ synthetic captures ---
-class Capture:
+class TracePair:
     """Records of a client's and a server's trace, as `magnet path --capture --ext` makes them:
     socket calls and device segments with addresses, TCP flags and the process."""
 
@@ -85,7 +85,7 @@ def rows(d, connection, side=None, event=None):
 
 # ---------------------------------------------------------------- building ---
 def request_response(tmp_path):
-    cap = Capture()
+    cap = TracePair()
     # a 300-byte request at 1 ms, the server's 2000-byte answer after 5 ms of its own thinking,
     # the client closing 10 ms after reading it, the server after the client's FIN
     cap.connection(1, 0, [(CLIENT, 1 * MS, 300), (SERVER, 6_500_000, 2000)], close=(17 * MS, 18_200_000))
@@ -120,7 +120,7 @@ def test_one_side_infers_the_peer(tmp_path):
 
 
 def test_sequential_connections_keep_their_dependency(tmp_path):
-    cap = Capture()
+    cap = TracePair()
     cap.connection(1, 0, [(CLIENT, 1 * MS, 100), (SERVER, 3 * MS, 5000)], close=(4 * MS, 5 * MS))
     # opened 2 ms after the client read connection 1's last byte (3.5 ms) and closed it (4 ms)
     cap.connection(2, 5_500_000, [(CLIENT, 6 * MS, 100), (SERVER, 8 * MS, 5000)], close=(20 * MS, 21 * MS))
@@ -138,7 +138,7 @@ def test_sequential_connections_keep_their_dependency(tmp_path):
 
 def test_server_opened_connection(tmp_path):
     """An FTP active-mode data connection: the server connects to the client."""
-    cap = Capture()
+    cap = TracePair()
     cap.connection(1, 0, [(CLIENT, 1 * MS, 10)])
     cap.connection(2, 3 * MS, [(SERVER, 4 * MS, 70000)], opener=SERVER, close=(None, 5 * MS))
     d = connections.build(cap.write(tmp_path))
@@ -167,8 +167,8 @@ def applications(draw):
     return conns
 
 
-def _capture(conns) -> Capture:
-    cap = Capture()
+def _capture(conns) -> TracePair:
+    cap = TracePair()
     for k, open_ns, sends, close in conns:
         cap.connection(k, open_ns, sends, close)
     return cap
@@ -307,7 +307,7 @@ def test_real_capture_with_both_ends_in_one_trace(tmp_path):
 def test_peeked_reads_are_not_reads(tmp_path):
     """vsftpd reads each command with MSG_PEEK, then reads it: the capture sees two reads, the
     socket's copied_seq moves once; the demand's waits count the bytes once."""
-    cap = Capture()
+    cap = TracePair()
     cap.connection(1, 0, [(SERVER, 800_000, 20), (CLIENT, 1 * MS, 16), (SERVER, 3 * MS, 23)], close=(5 * MS, 6 * MS))
     ends = {CLIENT: ("10.0.0.1", 40001), SERVER: ("10.0.0.2", 80)}
     cap.add(SERVER, 201, Event.SOCK_RECV, 1 * MS + 400_000, 16, local=ends[SERVER], remote=ends[CLIENT], pid=101)

@@ -12,12 +12,12 @@ from magnetlib.app_demand import CLIENT, SERVER
 from magnetlib.errors import TraceError
 from magnetlib.format import Event
 
-from .test_app_demand import MS, T0, Capture
+from .test_app_demand import MS, T0, TracePair
 
 DELAY = MS // 2
 
 
-def exchange(cap: Capture, k: int, open_ns: int, answers=((1 * MS, 300, 6 * MS, 3000),), close=None) -> None:
+def exchange(cap: TracePair, k: int, open_ns: int, answers=((1 * MS, 300, 6 * MS, 3000),), close=None) -> None:
     """Connection k: per answer a request (time, size) and the server's answer (time, size),
     each read by its peer DELAY after it is written, the answer's segments (1448 B at most)
     received by the client's device as they are read."""
@@ -33,14 +33,14 @@ def exchange(cap: Capture, k: int, open_ns: int, answers=((1 * MS, 300, 6 * MS, 
                     local=ends[side], remote=ends[receiver])
 
 
-def profile(tmp_path, cap: Capture, name="t"):
+def profile(tmp_path, cap: TracePair, name="t"):
     (tmp_path / name).mkdir()
     client, server = cap.write(tmp_path / name)
     return app_metrics.profile(client, server)
 
 
 def test_profile_of_request_response(tmp_path):
-    cap = Capture()
+    cap = TracePair()
     exchange(cap, 1, 0, answers=[(1 * MS, 300, 6 * MS, 3000), (20 * MS, 100, 22 * MS, 1448)])
     exchange(cap, 2, 10 * MS)
     p = profile(tmp_path, cap)
@@ -62,7 +62,7 @@ def test_profile_of_request_response(tmp_path):
 def test_writes_that_do_not_wait_for_the_answer(tmp_path):
     """A client that sends its next request before the answer arrived (on its own clock):
     that ADU does not answer, and is no response."""
-    cap = Capture()
+    cap = TracePair()
     cap.connection(1, 0, [(CLIENT, 1 * MS, 300), (SERVER, 4 * MS, 1000), (CLIENT, 4_200_000, 300),
                           (SERVER, 8 * MS, 1000)])
     p = profile(tmp_path, cap)
@@ -71,7 +71,7 @@ def test_writes_that_do_not_wait_for_the_answer(tmp_path):
 
 
 def test_compare_is_zero_against_itself_and_sees_a_slower_run(tmp_path):
-    fast, slow = Capture(), Capture()
+    fast, slow = TracePair(), TracePair()
     for k in range(1, 4):
         exchange(fast, k, k * 10 * MS)
         exchange(slow, k, k * 10 * MS, answers=((1 * MS, 300, 9 * MS, 3000),))

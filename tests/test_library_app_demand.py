@@ -10,14 +10,14 @@ from magnetlib import app_demand, connections
 from magnetlib.library import Library, export
 
 from .conftest import assert_clean_error, run_magnet
-from .test_app_demand import CLIENT, MS, SERVER, Capture
+from .test_app_demand import CLIENT, MS, SERVER, TracePair
 
 pytest.importorskip("duckdb")
 
 
 def two_runs(tmp_path):
     """A request/response application's two-sided capture, and a two-connection one's."""
-    a, b = Capture(), Capture()
+    a, b = TracePair(), TracePair()
     a.connection(1, 0, [(CLIENT, 1 * MS, 300), (SERVER, 6_500_000, 2000)], close=(17 * MS, 18_200_000))
     b.connection(1, 0, [(CLIENT, 1 * MS, 100), (SERVER, 3 * MS, 5000)], close=(4 * MS, 5 * MS))
     b.connection(2, 5_500_000, [(CLIENT, 6 * MS, 100), (SERVER, 8 * MS, 70000)], close=(20 * MS, 21 * MS))
