@@ -9,11 +9,17 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+# The signal tests send SIGHUP on purpose, to the suite and to the programs it starts;
+# a suite run under nohup inherits SIGHUP ignored (which magnet keeps ignored, as it
+# should), so it is put back to its default here for the suite and its children.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
