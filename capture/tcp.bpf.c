@@ -155,7 +155,9 @@ static __always_inline void ops_state(struct bpf_sock_ops *skops)
 }
 
 /* TCP_RECV of a segment given to a sockops callback (skb_data..skb_data_end
- * spans its TCP header), on a traced connection. */
+ * spans its TCP header), on a traced connection. Like tcp_probe's, it may be
+ * several segments merged in the socket backlog (a pure ACK and the FIN
+ * after it, say): gso_segs says how many, as the kernel's segs_in counts. */
 static __always_inline void ops_recv(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock_ops_kern *k = kern_ctx(skops);
@@ -180,6 +182,7 @@ static __always_inline void ops_recv(struct bpf_sock_ops *skops)
 		r->ext.seq = cb->seq;
 		r->ext.ack_seq = cb->ack_seq;
 		r->ext.tcp_flags = skops->skb_tcp_flags;
+		fill_gso_skb(&r->ext, skb);
 		if (sk)
 			fill_tcp_state(&r->ext, bpf_skc_to_tcp_sock(sk));
 	}

@@ -11,6 +11,7 @@ checked against.
     python capture_app.py periodic --size 418 --interval 0.021 --count 40 --probe
     python capture_app.py sendfile --total 3000000
     python capture_app.py bulk ... --server-netns A --client-netns B --addr 10.0.0.1
+    python capture_app.py bulk ... --reply 2000000      # the server answers after the client's FIN
 """
 from __future__ import annotations
 
@@ -105,6 +106,9 @@ class Server(threading.Thread):
     def receive(self, conn: socket.socket) -> dict:
         result = {"cookie": cookie(conn), **ports(conn)}
         result["recvs"], result["bytes"] = read_to_eof(conn, self.args.recv_size)
+        # A reply after the client's FIN reaches the client in FIN_WAIT2, where TCP
+        # takes segments on its slow path (not tcp_probe's).
+        result["sends"], result["sent"] = send_bulk(conn, self.args.reply, self.args.chunk)
         conn.shutdown(socket.SHUT_WR)
         result["tcp_info"] = closed_info(conn)
         return result
@@ -145,10 +149,7 @@ def client(args, port: int) -> dict:
         if args.pattern == "sendfile":
             sends, nbytes = send_file(sock, args.total)
         elif args.pattern == "bulk":
-            chunk = b"m" * args.chunk
-            while nbytes < args.total:
-                nbytes += sock.send(chunk[:args.total - nbytes])
-                sends += 1
+            sends, nbytes = send_bulk(sock, args.total, args.chunk)
         else:
             frame = b"p" * args.size
             for _ in range(args.count):
@@ -162,9 +163,19 @@ def client(args, port: int) -> dict:
         if args.probe:
             result["ss"] = ss_snapshot(sock)
         sock.shutdown(socket.SHUT_WR)
-        result["recvs"], _ = read_to_eof(sock, args.recv_size)
+        result["recvs"], result["received"] = read_to_eof(sock, args.recv_size)
         result["tcp_info"] = closed_info(sock)
     return result
+
+
+def send_bulk(sock: socket.socket, total: int, chunk: int) -> tuple[int, int]:
+    """send() of up to `chunk` bytes until `total` are sent: (calls, bytes)."""
+    data = b"m" * chunk
+    calls = sent = 0
+    while sent < total:
+        sent += sock.send(data[:total - sent])
+        calls += 1
+    return calls, sent
 
 
 def send_file(sock: socket.socket, total: int) -> tuple[int, int]:
@@ -188,6 +199,8 @@ def main() -> int:
     p.add_argument("--interval", type=float, default=0.02)
     p.add_argument("--count", type=int, default=40)
     p.add_argument("--recv-size", type=int, default=65536)
+    p.add_argument("--reply", type=int, default=0,
+                   help="bytes the server sends after the client's FIN (half-close)")
     p.add_argument("--probe", action="store_true",
                    help="TCP_INFO after every periodic send, `ss -ti` at the end")
     p.add_argument("--addr", default="127.0.0.1")
