@@ -23,8 +23,9 @@ the same machine, the same rounds, A B A B. Then a loopback bulk transfer
 runs per packet (over the DEV_SEND records), per program the runs per data
 segment and per ACK, and the kernel time per recorded event. With a baseline
 last, --check-rounds rounds in which both builds record the same traffic at
-once (--ext; loopback and veth, iperf3 at 1 Gb/s; which one starts first
-alternates): per layer, the records of each (they must be equal) and how far
+once (--ext, the lab's cgroup only; loopback and veth, iperf3 at 1 Gb/s; which
+one starts first alternates; every capture stops once iperf3's connections have
+closed): per layer, the records of each (they must be equal) and how far
 apart their timestamps are (median and 99th percentile, us).
 
 Reported: medians [min, max] of throughput, its loss against the same round's
@@ -87,7 +88,11 @@ class Magnet:
         settings = capture.Settings(events=events, stats=str(self.stats) if stats else None, ext=ext,
                                     buffer="64M" if ext else None, status_dir=str(lab.work / "status"),
                                     ports=str(PORT) if ext else None)
-        self.cap = capture.Capture(self.trace, settings=settings, binary=binary).start()
+        # With --ext (the check of times: two captures compared record for record) only
+        # the lab's connections: an iperf3 on the same port elsewhere on the host, while
+        # one capture runs and the other does not yet or no longer, would reach one trace only.
+        self.cap = capture.Capture(self.trace, cgroup=lab.cgroup if ext else None, settings=settings,
+                                   binary=binary).start()
         self.pid = self.cap.pid
 
     def stop(self) -> dict:
@@ -172,6 +177,7 @@ def transfer(lab: CaptureLab, start_tool, loopback: bool = False, rate: str | No
         run = {"gbps": received["bits_per_second"] / 1e9, "seconds": time.monotonic() - t0,
                "cpu_s_per_gb": cpu_s / (received["bytes"] / 1e9)}
         if tool:
+            settle(lab, server, ns)
             run.update(tool.stop())
             tool = None
         return run
@@ -183,6 +189,22 @@ def transfer(lab: CaptureLab, start_tool, loopback: bool = False, rate: str | No
         except subprocess.TimeoutExpired:     # no client ever came (a failed start)
             server.kill()
             server.wait()
+
+
+def settle(lab: CaptureLab, server: subprocess.Popen, ns: str, timeout: float = 10.0) -> None:
+    """Wait until the transfer's connections have closed: the iperf3 server has
+    exited and no socket of the port is left but in TIME-WAIT. Their last
+    segments (FINs, last ACKs) follow the client's exit: a capture stopped
+    before them misses what one stopped a moment later records."""
+    server.wait(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = [line.split()[0] for space in {ns, lab.net.client} for line in netns.sh(
+            "ss", "-Htan", f"( sport = :{PORT} or dport = :{PORT} )", ns=space).stdout.splitlines()]
+        if all(state == "TIME-WAIT" for state in states):
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"iperf3's connections did not close within {timeout:g} s")
 
 
 def cases(lab: CaptureLab, builds: dict[str, Path]) -> dict:

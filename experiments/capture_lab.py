@@ -1,6 +1,7 @@
 """The lab of the capture studies and benchmarks (overhead, loss, capture-cost): two
 network namespaces joined by a veth pair (replay.netns.pair), a cgroup for the
-processes of each role (what a capture records, whose CPU is counted), and a work
+processes of each role (what a capture records, whose CPU is counted) below one
+cgroup of the lab (a capture of all of the lab's traffic and nothing else), and a work
 directory on a tmpfs; all of it removed when the block is left, however it is
 left.  Everything is named FAMILY<pid>, so that runs of different processes never
 meet.
@@ -28,6 +29,7 @@ from magnet.replay import netns
 @dataclass
 class CaptureLab:
     net: netns.Net
+    cgroup: Path                     # the lab's: every role's cgroup is below it
     cgroups: dict[str, Path]         # by role
     work: Path
     duration: float                  # seconds of each transfer
@@ -69,12 +71,13 @@ def open_lab(family: str, roles: tuple[str, ...], *, workdir: str | None, durati
     """A CaptureLab named FAMILY<pid> with a cgroup for each of `roles`, its work directory
     in `workdir` (None: the system's temporary directory)."""
     prefix = f"{family}{os.getpid()}"
+    lab_cgroup = capture.make_cgroup(prefix)
     cgroups: dict[str, Path] = {}
     try:
         for role in roles:
-            cgroups[role] = capture.make_cgroup(f"{prefix}-{role}")
+            cgroups[role] = capture.make_cgroup(f"{prefix}/{role}")
         with netns.pair(prefix) as net, tempfile.TemporaryDirectory(prefix=f"{prefix}-", dir=workdir) as work:
-            yield CaptureLab(net, cgroups, Path(work), duration, binary, rate)
+            yield CaptureLab(net, lab_cgroup, cgroups, Path(work), duration, binary, rate)
     finally:
-        for cgroup in cgroups.values():
+        for cgroup in (*cgroups.values(), lab_cgroup):
             capture.remove_cgroup(cgroup)
