@@ -1105,6 +1105,12 @@ MagnetLinuxTcpSocket::LossProbe()
 {
     // tcp_send_loss_probe: new data if the peer's window lets it go, else the last
     // segment again; then the RTO restarts from now.
+    if (!m_endPoint && !m_endPoint6)
+    {
+        // Closed since the probe was armed (ns-3 cancels only its own timers when it
+        // frees the endpoint): nothing to probe, and SendDataPacket would crash.
+        return;
+    }
     SequenceNumber32 una = m_txBuffer->HeadSequence();
     SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
     m_retxEvent.Cancel();
