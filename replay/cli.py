@@ -128,7 +128,8 @@ def _chain(args):
     """The Scenario and ns-3 options the parsed flags describe; ValueError names the problem."""
     from . import ns3, scenario
     chain = scenario.from_args(args)
-    options = ns3.Ns3Options(new_data_only=args.new_data_only, start_offset_ns=args.start_offset)
+    options = ns3.Ns3Options(new_data_only=args.new_data_only, start_offset_ns=args.start_offset,
+                             tcp_model=args.tcp_model)
     ns3.chain_args(chain, options)              # what ns-3 cannot run, refused before building it
     return chain, options
 

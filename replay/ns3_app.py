@@ -38,7 +38,8 @@ def replay_app_ns3(args) -> int:
     csv = ns3.write_app_csv(demand, out / "demand.csv")
     programs = ns3.build()
     try:
-        run = ns3.run_app(csv, out, scenario, open_loop=args.open_loop, programs=programs)
+        run = ns3.run_app(csv, out, scenario, ns3.Ns3Options(tcp_model=args.tcp_model), open_loop=args.open_loop,
+                          programs=programs)
         failed = None
     except ns3.AppRunFailed as e:
         run, failed = e.run, str(e)

@@ -286,3 +286,13 @@ def test_cli_replays_a_whole_application(programs, demand_csv, tmp_path):
                        "--sweep", "whole-application")
     assert_clean_error(run_magnet("replay", "ns3", "synth:ftp", "--open-loop", "-o", tmp_path),
                        "--open-loop")
+
+
+def test_cli_tcp_model_reaches_ns3(programs, demand_csv, tmp_path):
+    """`--tcp-model` is what ns-3 runs, for a whole application and for a chain (Linux's by default)."""
+    for demand, extra in ((demand_csv, []), ("synth:ftp", ["--duration", "1"])):
+        for model in ("linux", "ns3"):
+            flags = [] if model == "linux" else ["--tcp-model", model]
+            proc = run_magnet("replay", "ns3", demand, *extra, *flags, "--no-plots", "-o", tmp_path / model,
+                              check=True)
+            assert f"Model={model} " in proc.stdout_text, proc.stdout_text
