@@ -190,6 +190,17 @@ def replay_options(engine: str) -> list[str]:
     return ["--tcp-model", "linux"] if "--tcp-model" in text else []
 
 
+def ns3_options(runs: list[Run]) -> str:
+    """The options the study gave `magnet replay ns3` (its TCP model), as its first ns-3
+    replay's log recorded them: right also for runs measured again (--reanalyse)."""
+    for run in runs:
+        log = run.dir / "replay.log"
+        if run.kind in PREDICTORS and PREDICTORS[run.kind].engine == "ns3" and log.exists():
+            words = shlex.split(log.read_text(errors="replace").split("\n", 1)[0].removeprefix("$ "))
+            return " ".join(f"{w} {words[i + 1]}" for i, w in enumerate(words[:-1]) if w == "--tcp-model")
+    return ""
+
+
 def replay_unavailable(engine: str) -> str | None:
     """Why `magnet replay ENGINE` cannot replay a whole-application demand here (None: it can)."""
     from magnet.replay import engines
@@ -509,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
             rows, profiles = measure(runs)
             context["facts"] = facts(runs, profiles)
             minutes = (time.monotonic() - started) / 60
-            context["load"] += f" at the start, {load()} at the end"
+            context["load"] += f" at the start, {load()} at the end" + (" of this analysis" if args.reanalyse else "")
             path = fidelity_report.write(args, runs, rows, profiles, minutes, context)
     except KeyboardInterrupt:
         print("fidelity: interrupted (nothing written)", file=sys.stderr)

@@ -140,7 +140,7 @@ def cdfs(app: str, sites: list[str], profiles: dict, runs, predictors: list[str]
     import matplotlib.pyplot as plt
     mine = [r for r in runs if r.app == app and id(r) in profiles]
     source = next((profiles[id(r)] for r in mine if r.kind == "source"), None)
-    fig, axes = plt.subplots(len(sites), 3, figsize=(15, 3.2 * len(sites)), squeeze=False)
+    fig, axes = plt.subplots(len(sites), 3, figsize=(12, 2.7 * len(sites)), squeeze=False)
     colours = dict(zip(predictors, plt.cm.tab10(np.arange(len(predictors)))))
     for row, site in zip(axes, sites):
         truths = [profiles[id(r)] for r in mine if r.site == site and r.kind == "truth"]
@@ -229,11 +229,12 @@ def write(args, runs, rows: pd.DataFrame, profiles: dict, minutes: float, contex
 def intro(args, runs, minutes: float, context: dict) -> str:
     from . import fidelity as study
     failed = [r for r in runs if r.status != "ok"]
+    ns3 = study.ns3_options(runs)
     lines = [
         f"{len(args.apps)} applications, their source run on path A ({study.SOURCE.title}) and "
         f"{args.runs} ground-truth runs on each path B, predicted by {len(args.predictors)} predictors from "
-        f"path A's capture alone. {len(runs) - len(failed)} of {len(runs)} runs ok; the study took "
-        f"{minutes:.1f} min. Load average {context.get('load', '?')}; {context.get('others', '')}", "",
+        f"path A's capture alone. {len(runs) - len(failed)} of {len(runs)} runs ok; {_took(args, runs, minutes)}. "
+        f"Load average {context.get('load', '?')}; {context.get('others', '')}", "",
         "| path | flags | what |", "|---|---|---|",
         f"| A (source) | `{study.SOURCE.flags}` | {study.SOURCE.title} |",
         *[f"| {s} | `{study.SITES[s].flags}` | {study.SITES[s].title} |" for s in args.paths], "",
@@ -245,16 +246,26 @@ def intro(args, runs, minutes: float, context: dict) -> str:
         "host: the server side's think times it shows hold path A's round trip). Metrics: "
         "magnetlib.app_metrics (segments are those the receiving device got; completion from a "
         "connection's first byte written to its last byte read; connections matched in order of first "
-        "write).", ""]
+        "write).", "",
+        f"ns-3 replays: `magnet replay ns3 {ns3 or '(its defaults)'}`.", ""]
     if failed:
         lines += ["**Runs that failed or could not run:**", ""]
         lines += [f"* {r.label()}: {r.status}" for r in failed] + [""]
     return "\n".join(lines)
 
 
+def _took(args, runs, minutes: float) -> str:
+    if not args.reanalyse:
+        return f"the study took {minutes:.1f} min"
+    made = sum(r.seconds for r in runs if r.seconds == r.seconds) / 60
+    return (f"measured again (--reanalyse) from the runs an earlier study kept in --work (their own times "
+            f"add up to {made:.1f} min)")
+
+
 # --------------------------------------------------------------- findings ---
 WAITS_DROP = 0.15        # the share of ADUs that answer falls by this much from A to B
 LAG_S = 0.05             # connections start this much later than the application's
+EARLY_SHARE = 0.1        # ... or earlier, by this share of their completion time at least
 SHORTER = 0.8            # a replay whose whole run takes less than this share of the application's
 HELD_S = 0.02            # a write's short tail held this much longer by one engine
 
@@ -312,6 +323,14 @@ def _mechanisms(app, part, facts, src) -> list[str]:
                        "by the same process within 1 s of reading that one's last byte, on A); where the "
                        f"replay misses, its connections start {late['start_lag_s'].median():.2f} s later than "
                        "the application's (median): the application opened them on its own clock.")
+    slow = demand[demand[["completion_err_median_met", "response_err_median_met"]].eq(False).any(axis=1)]
+    early = slow[(slow["start_lag_s"] < -LAG_S) & (-slow["start_lag_s"] > EARLY_SHARE * slow["completion_s"])]
+    if len(early):
+        out.append(f"Mechanism, a connection opened in answer to another's data: where the replay misses a time, its "
+                   f"connections start {-early['start_lag_s'].median():.2f} s earlier than the application's "
+                   "(median). The application opened them once an exchange on another connection had crossed B "
+                   "(as FTP opens its data connection after the reply to PASV); the demand opens them at their "
+                   "time on A, a dependency between connections it holds only as `after` (one has ended).")
     truth = facts[(facts["app"] == app) & (facts["path"] != "A")].set_index("path")["answering"]
     if src is not None and src["answering"] == src["answering"]:
         dropped = truth[truth < src["answering"] - WAITS_DROP]
@@ -362,10 +381,9 @@ def _held_tails(demand: pd.DataFrame, paths) -> str:
     if not ns3 > tcp + HELD_S:
         return ""
     return (f" Mechanism: ns-3 sends the short last segment of a write {ns3 * 1e3:.0f} ms after the full one "
-            f"before it (median; real TCP {tcp * 1e3:.1f} ms): its Nagle's algorithm (RFC 896's; Linux has "
-            "Minshall's variant, which sends such a tail behind full segments at once) holds it until the data "
-            "before it is acknowledged: a round trip, plus ns-3's 200 ms delayed-ACK timeout when that ACK is "
-            "delayed.")
+            f"before it (median; real TCP {tcp * 1e3:.1f} ms): its Nagle check holds that tail until the data "
+            "before it is acknowledged (a round trip, plus the delayed-ACK timeout when that ACK is delayed), "
+            "where Linux sent it sooner.")
 
 
 def _wire_words(part: pd.DataFrame) -> str:

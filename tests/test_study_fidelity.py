@@ -91,3 +91,17 @@ def test_metrics_come_from_those_captures(study):
     a_to_b = app_metrics.compare(source, truth[0])
     assert np.median(truth[0].completion_s) > 0.8 > 4 * np.median(source.completion_s)
     assert a_to_b["completion_err_median"] > 0.7 and a_to_b["ks_gap"] > 0.5
+
+
+def test_reanalyse_measures_the_kept_runs_again(study, tmp_path):
+    """--reanalyse runs nothing: the same rows from the runs kept in --work, and a README that
+    says so and names the ns-3 options the runs were made with."""
+    _, out, work = study
+    again = tmp_path / "again"
+    assert fidelity.main(["--reanalyse", "--apps", APP, "--paths", SITE, "--runs", "2", "--work", str(work),
+                          "--out", str(again)]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out / "fidelity.csv"), pd.read_csv(again / "fidelity.csv"))
+    text = (again / "README.md").read_text()
+    assert "measured again (--reanalyse)" in text
+    assert "ns-3 replays: `magnet replay ns3 --tcp-model linux`" in (out / "README.md").read_text()
+    assert "ns-3 replays: `magnet replay ns3 --tcp-model linux`" in text
