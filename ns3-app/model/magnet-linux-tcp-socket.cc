@@ -1065,15 +1065,35 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
         m_probeOut = false; // the probe's episode is over
     }
     SndBufExpand();
-    Simulator::Cancel(m_probeTimer);
     if (ackNumber > oldHeadSequence)
     {
-        ScheduleLossProbe(); // tcp_set_xmit_timer: an ACK of new data re-arms the probe
+        // tcp_set_xmit_timer: an ACK of new data re-arms the probe, else the RTO.
+        Simulator::Cancel(m_probeTimer);
+        if (!ScheduleLossProbe())
+        {
+            RearmRto();
+        }
+    }
+    // Any other ACK (a duplicate, the peer's data with the same ACK number) leaves the
+    // one timer as it is: the probe took the RTO's place, and cancelling it here left
+    // the connection with no timer at all, a lost tail never resent.
+}
+
+void
+MagnetLinuxTcpSocket::RearmRto()
+{
+    // tcp_rearm_rto: data out always has a timer.  TcpSocketBase re-arms its RTO only on
+    // some ACKs of new data (not in Disorder, not on later partial ACKs in recovery);
+    // after a probe had taken the RTO's place that left none.
+    bool out = m_tcb->m_highTxMark.Get() > m_txBuffer->HeadSequence();
+    if (out && !m_retxEvent.IsPending() && !m_probeTimer.IsPending())
+    {
+        m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
     }
 }
 
 // ------------------------------------------------------ tail loss probe ---
-void
+bool
 MagnetLinuxTcpSocket::ScheduleLossProbe()
 {
     // tcp_schedule_loss_probe
@@ -1083,7 +1103,7 @@ MagnetLinuxTcpSocket::ScheduleLossProbe()
                 m_tcb->m_congState == TcpSocketState::CA_CWR;
     if (!m_tlp || !m_sackEnabled || nxt <= una || !open || m_probeOut)
     {
-        return;
+        return false;
     }
     Time srtt = m_tcb->m_srtt.Get();
     Time timeout = Seconds(1); // TCP_TIMEOUT_INIT
@@ -1098,6 +1118,7 @@ MagnetLinuxTcpSocket::ScheduleLossProbe()
     m_retxEvent.Cancel();
     Simulator::Cancel(m_probeTimer);
     m_probeTimer = Simulator::Schedule(timeout, &MagnetLinuxTcpSocket::LossProbe, this);
+    return true;
 }
 
 void

@@ -140,7 +140,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void SlowStartAfterIdleCheck();
     void SndBufExpand();
     void ApplySndBuf();
-    void ScheduleLossProbe();
+    bool ScheduleLossProbe(); //!< false: no probe is due (the RTO is the timer)
+    void RearmRto();
     void LossProbe();
     uint32_t PerMss() const;
 

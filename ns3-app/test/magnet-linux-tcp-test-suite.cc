@@ -475,6 +475,64 @@ class LinuxTailLossProbeTestCase : public TestCase
     }
 };
 
+/**
+ * The same lost tail, while the peer talks: its data arrives (ACKing only the
+ * full segments again) after the probe was armed.  Such an ACK acknowledges
+ * nothing new and must leave the timer alone (Linux has one, the probe in the
+ * RTO's place); the tail is resent and the whole write arrives.
+ */
+class LinuxTailLossWhilePeerSendsTestCase : public TestCase
+{
+  public:
+    LinuxTailLossWhilePeerSendsTestCase()
+        : TestCase("a lost tail is resent when the peer's data, ACKing nothing new, comes first")
+    {
+    }
+
+  private:
+    uint32_t m_received{0};
+
+    void OnRecv(Ptr<Socket> socket)
+    {
+        while (Ptr<Packet> p = socket->Recv())
+        {
+            m_received += p->GetSize();
+        }
+    }
+
+    void OnAccept(Ptr<Socket> socket, const Address&)
+    {
+        socket->SetRecvCallback(MakeCallback(&LinuxTailLossWhilePeerSendsTestCase::OnRecv, this));
+        // 100 ms in: after the full segments' ACK armed the probe (60 ms), before it fires (320 ms).
+        Simulator::Schedule(MilliSeconds(100), [socket]() { socket->Send(Create<Packet>(100)); });
+    }
+
+    void DoRun() override
+    {
+        Bench bench("100Mbps", "30ms");
+        auto errors = CreateObject<ReceiveListErrorModel>();
+        bench.devices.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(errors));
+        errors->SetList({4}); // SYN, ACK, 1448, 1448, then the 388-byte tail
+        Ptr<Socket> listener = Socket::CreateSocket(bench.nodes.Get(1), bench.profile.SocketFactory());
+        listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), 9));
+        listener->Listen();
+        listener->SetAcceptCallback(
+            MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+            MakeCallback(&LinuxTailLossWhilePeerSendsTestCase::OnAccept, this));
+        std::string factory = bench.profile.SocketFactory().GetName();
+        MagnetReplayHelper replay(factory, InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        replay.SetDemand(Periodic(1, 3284, MilliSeconds(1)));
+        replay.SetAttribute("CloseAtEnd", BooleanValue(false));
+        replay.Install(bench.nodes.Get(0));
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(bench.Times(1, 100).size(), 1, "the peer's data was sent");
+        NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 388).size(), 2, "the lost tail resent");
+        NS_TEST_ASSERT_MSG_EQ(m_received, 3284, "the whole write arrived");
+        Simulator::Destroy();
+    }
+};
+
 // --------------------------------------------------------------- the idle ---
 
 /**
@@ -526,6 +584,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxNagleTestCase, Duration::QUICK);
         AddTestCase(new LinuxAutotuningTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
+        AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
     }
 };
