@@ -1174,6 +1174,30 @@ MagnetLinuxTcpSocket::ReTxTimeout()
 }
 
 void
+MagnetLinuxTcpSocket::DoForwardUp(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress)
+{
+    // In LAST_ACK (the peer closed first, and this end's FIN left with its last data) ns-3
+    // takes any ACK for the FIN's and closes (ProcessLastAck), with data still out, lost
+    // ones never resent.  Linux processes every ACK there (tcp_ack) and closes only when
+    // the FIN is ACKed: an ACK short of it is taken as in CLOSE_WAIT.
+    TcpHeader header;
+    bool ackOnly = packet->PeekHeader(header) &&
+                   (header.GetFlags() & ~(TcpHeader::PSH | TcpHeader::URG | TcpHeader::CWR |
+                                          TcpHeader::ECE)) == TcpHeader::ACK;
+    if (m_state != LAST_ACK || !ackOnly || header.GetAckNumber() > m_tcb->m_highTxMark.Get())
+    {
+        TcpSocketBase::DoForwardUp(packet, fromAddress, toAddress);
+        return;
+    }
+    m_state = CLOSE_WAIT;
+    TcpSocketBase::DoForwardUp(packet, fromAddress, toAddress);
+    if (m_state == CLOSE_WAIT)
+    {
+        m_state = LAST_ACK;
+    }
+}
+
+void
 MagnetLinuxTcpSocket::NotifyConstructionCompleted()
 {
     TcpSocketBase::NotifyConstructionCompleted();

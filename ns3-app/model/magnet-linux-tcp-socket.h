@@ -95,6 +95,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
                     const SequenceNumber32& oldHeadSequence,
                     bool receivedData) override;
     void ReTxTimeout() override;
+    void DoForwardUp(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress) override;
     void DoDispose() override;
     void NotifyConstructionCompleted() override;
 

@@ -31,6 +31,8 @@
 #include "ns3/traffic-control-helper.h"
 #include "ns3/uinteger.h"
 
+#include <functional>
+#include <list>
 #include <vector>
 
 using namespace ns3;
@@ -104,14 +106,60 @@ struct Bench
         out->emplace_back(Simulator::Now(), Payload(frame));
     }
 
-    Ptr<MagnetReplayApplication> Install(const MagnetDemand& demand)
+    /** Node 1 loses the packets it receives at these indices (0: the SYN). */
+    void Lose(const std::list<uint32_t>& indices)
+    {
+        auto errors = CreateObject<ReceiveListErrorModel>();
+        errors->SetList(indices);
+        devices.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(errors));
+    }
+
+    uint32_t received{0};                    //!< bytes the peer of Listen() read
+    std::function<void(Ptr<Socket>)> accepted; //!< what the peer does once connected
+
+    /** A peer on node 1 instead of a sink: it reads and counts everything, and does `accepted`. */
+    void Listen()
+    {
+        Ptr<Socket> listener = Socket::CreateSocket(nodes.Get(1), profile.SocketFactory());
+        listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), 9));
+        listener->Listen();
+        listener->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+                                    MakeBoundCallback(&Bench::OnAccept, this));
+    }
+
+    static void OnAccept(Bench* bench, Ptr<Socket> socket, const Address&)
+    {
+        socket->SetRecvCallback(MakeBoundCallback(&Bench::OnRecv, bench));
+        if (bench->accepted)
+        {
+            bench->accepted(socket);
+        }
+    }
+
+    static void OnRecv(Bench* bench, Ptr<Socket> socket)
+    {
+        while (Ptr<Packet> p = socket->Recv())
+        {
+            bench->received += p->GetSize();
+        }
+    }
+
+    /** A replay of `demand` on node 0, to node 1 (no sink: see Install and Listen). */
+    Ptr<MagnetReplayApplication> Writer(const MagnetDemand& demand)
     {
         std::string factory = profile.SocketFactory().GetName();
         MagnetReplayHelper replay(factory, InetSocketAddress(addresses.GetAddress(1), 9));
         replay.SetDemand(demand);
+        return DynamicCast<MagnetReplayApplication>(replay.Install(nodes.Get(0)).Get(0));
+    }
+
+    /** A replay of `demand` on node 0 and a sink on node 1. */
+    Ptr<MagnetReplayApplication> Install(const MagnetDemand& demand)
+    {
+        std::string factory = profile.SocketFactory().GetName();
         MagnetSinkHelper sinks(factory, InetSocketAddress(Ipv4Address::GetAny(), 9));
         sinks.Install(nodes.Get(1));
-        return DynamicCast<MagnetReplayApplication>(replay.Install(nodes.Get(0)).Get(0));
+        return Writer(demand);
     }
 
     Ptr<MagnetLinuxTcpSocket> receiver; //!< node 1's connected socket, once Hold() found it
@@ -449,10 +497,8 @@ class LinuxTailLossProbeTestCase : public TestCase
         MagnetTcpConfig tcp;
         tcp.model = model;
         Bench bench("100Mbps", "30ms", tcp);
-        auto errors = CreateObject<ReceiveListErrorModel>();
-        bench.devices.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(errors));
         // Packets at the receiver: SYN (0), ACK of the handshake (1), then 1448, 1448, 388.
-        errors->SetList({4});
+        bench.Lose({4});
         auto app = bench.Install(Periodic(1, 3284, MilliSeconds(1)));
         app->SetAttribute("CloseAtEnd", BooleanValue(false));
         Simulator::Stop(Seconds(3));
@@ -490,45 +536,50 @@ class LinuxTailLossWhilePeerSendsTestCase : public TestCase
     }
 
   private:
-    uint32_t m_received{0};
-
-    void OnRecv(Ptr<Socket> socket)
-    {
-        while (Ptr<Packet> p = socket->Recv())
-        {
-            m_received += p->GetSize();
-        }
-    }
-
-    void OnAccept(Ptr<Socket> socket, const Address&)
-    {
-        socket->SetRecvCallback(MakeCallback(&LinuxTailLossWhilePeerSendsTestCase::OnRecv, this));
-        // 100 ms in: after the full segments' ACK armed the probe (60 ms), before it fires (320 ms).
-        Simulator::Schedule(MilliSeconds(100), [socket]() { socket->Send(Create<Packet>(100)); });
-    }
-
     void DoRun() override
     {
         Bench bench("100Mbps", "30ms");
-        auto errors = CreateObject<ReceiveListErrorModel>();
-        bench.devices.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(errors));
-        errors->SetList({4}); // SYN, ACK, 1448, 1448, then the 388-byte tail
-        Ptr<Socket> listener = Socket::CreateSocket(bench.nodes.Get(1), bench.profile.SocketFactory());
-        listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), 9));
-        listener->Listen();
-        listener->SetAcceptCallback(
-            MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
-            MakeCallback(&LinuxTailLossWhilePeerSendsTestCase::OnAccept, this));
-        std::string factory = bench.profile.SocketFactory().GetName();
-        MagnetReplayHelper replay(factory, InetSocketAddress(bench.addresses.GetAddress(1), 9));
-        replay.SetDemand(Periodic(1, 3284, MilliSeconds(1)));
-        replay.SetAttribute("CloseAtEnd", BooleanValue(false));
-        replay.Install(bench.nodes.Get(0));
+        bench.Lose({4}); // SYN, ACK, 1448, 1448, then the 388-byte tail
+        bench.accepted = [](Ptr<Socket> socket) {
+            // 100 ms in: after the full segments' ACK armed the probe (60 ms), before it fires (320 ms).
+            Simulator::Schedule(MilliSeconds(100), [socket]() { socket->Send(Create<Packet>(100)); });
+        };
+        bench.Listen();
+        bench.Writer(Periodic(1, 3284, MilliSeconds(1)))->SetAttribute("CloseAtEnd", BooleanValue(false));
         Simulator::Stop(Seconds(5));
         Simulator::Run();
         NS_TEST_ASSERT_MSG_EQ(bench.Times(1, 100).size(), 1, "the peer's data was sent");
         NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 388).size(), 2, "the lost tail resent");
-        NS_TEST_ASSERT_MSG_EQ(m_received, 3284, "the whole write arrived");
+        NS_TEST_ASSERT_MSG_EQ(bench.received, 3284, "the whole write arrived");
+        Simulator::Destroy();
+    }
+};
+
+/**
+ * The peer closes its side first; then this end writes ten segments and closes, its
+ * FIN leaving with the last (LAST_ACK with data out) and the second segment lost.
+ * The ACKs short of the FIN must recover it (ns-3 closed on the first of them).
+ */
+class LinuxLastAckTestCase : public TestCase
+{
+  public:
+    LinuxLastAckTestCase()
+        : TestCase("after the peer's FIN, a segment lost in the last window is resent before closing")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("100Mbps", "30ms");
+        bench.Lose({4}); // SYN, ACK, the ACK of the peer's FIN, then the ten segments: the second
+        bench.accepted = [](Ptr<Socket> socket) { socket->ShutdownSend(); }; // its FIN at once
+        bench.Listen();
+        bench.Writer({{200000000, 10 * 1448}}); // after the peer's FIN has come
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 1448).size(), 11, "ten segments and one resent");
+        NS_TEST_ASSERT_MSG_EQ(bench.received, 10 * 1448, "the whole write arrived");
         Simulator::Destroy();
     }
 };
@@ -585,6 +636,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxAutotuningTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
+        AddTestCase(new LinuxLastAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
     }
 };
