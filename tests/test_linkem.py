@@ -191,7 +191,13 @@ def test_queue_in_bytes_and_sustained_rate(tmp_path):
     assert f["queue_max_bytes"] <= 20000 and f["queue_max_packets"] == 16
     span_s = (got[-1, 2] - got[0, 2]) / 1e9
     rate = (len(got) - 1) * 1250 * 8 / span_s
-    assert 0.97 * 10e6 < rate < 1.01 * 10e6, rate
+    assert rate < 1.01 * 10e6, rate                   # never faster than the link
+    # While the queue holds packets they leave one serialisation time apart (1 ms).  The
+    # mean over the whole stream also counts the sender's stalls on a loaded machine (the
+    # queue drains, the link idles: 9.61 Mbit/s once in CI-like runs), so the median gap
+    # is what says the link runs at its rate.
+    gap_ms = np.median(np.diff(got[:, 2])) / 1e6
+    assert 0.99 < gap_ms < 1.01, gap_ms
     assert f["queue_drops"] + f["forwarded"] == 3000
 
 
