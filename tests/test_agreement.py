@@ -49,7 +49,11 @@ def test_cross_traffic_share_matches_its_setting_in_both_engines(kind, tmp_path)
     for got in (ns3, linux):
         planned = agreement.schedule_share(kind, args, got["seconds"])
         assert abs(got["share_pct"] / planned["share_pct"] - 1) <= 0.05, (got, planned)
-        assert abs(got["bursts"] - planned["bursts"]) <= 1, (got, planned)
+        if kind.startswith("pareto"):
+            # On/off bursts, each split only by a silence of half the shortest off period.
+            # A Poisson schedule is one burst, which any 20 ms stall of the sink or the
+            # emulator splits (4 for 1 once on an idle machine): its share and drops say it.
+            assert abs(got["bursts"] - planned["bursts"]) <= 1, (got, planned)
         if planned["bursts"] > 2:
             assert abs(got["packets_p90"] / planned["packets_p90"] - 1) <= 0.05, (got, planned)
         if kind.startswith("poisson"):
