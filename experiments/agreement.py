@@ -6,6 +6,7 @@ the cross traffic both engines put on the bottleneck, compared on its own.
     magnet experiment agreement [--quick] [--out DIR] [--runs N] [--settings base,...]
                                 [--workloads paper,...] [--stacks 4] [--tcp-model linux|ns3]
                                 [--skip-map] [--skip-cross] [--cross-duration 30]
+    magnet experiment agreement --suite FIDELITY_WORK [--out DIR]
 
 The map: each (setting, workload) runs --runs times in each engine, interleaved (run r of
 both engines with seed --seed + r), and for every stack k >= 1 the study reports the
@@ -23,6 +24,11 @@ bottleneck queue (drops per packet, the queue each packet found: p50, p90, p99, 
 from ns-3's link log and from linkem's counters (and its link log, where linkem writes
 one).  Both engines play the same UDP datagrams (cross.UdpSchedule): the schedule's own
 share is reported beside what each engine delivered.
+
+The suite's applications (--suite, experiments/agreement_suite.py): runs nothing; reads
+the runs a fidelity study kept in its --work directory (each application's whole demand
+replayed across each target path by both engines) and compares ns-3 with Linux per
+application and path, into OUT/suite/.
 
 Results in --out (default ./magnet-results/agreement): runs.csv (every stack of every
 run), cells.csv (one row per setting, workload and stack), cross.csv, heatmap.png,
@@ -80,6 +86,9 @@ def options(argv):
     p.add_argument("--skip-map", action="store_true", help="only the cross-traffic study")
     p.add_argument("--skip-cross", action="store_true", help="only the map")
     p.add_argument("--work", type=Path, help="keep every run's files here (default: a temporary directory)")
+    p.add_argument("--suite", type=Path, metavar="FIDELITY_WORK",
+                   help="only the suite's applications, from the runs a fidelity study kept in its --work "
+                        "directory (runs nothing; results in OUT/suite)")
     common.add_tcp_model(p)
     args = common.parse(p, argv)
     names = [s.name for s in modmap.SETTINGS]
@@ -170,35 +179,47 @@ def targets(table: pd.DataFrame) -> dict:
 
 def heatmap(table: pd.DataFrame):
     """ns-3 vs Linux per cell: rows (setting, workload), columns metric x stack; colour the
-    difference, the number in each cell the difference (and Linux's spread beneath)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    difference, the number in each cell the difference."""
     rows = list(dict.fromkeys(zip(table["setting"], table["workload"])))
     stacks = sorted(table["stack"].unique())
     cols = [(short, k) for short in METRICS.values() for k in stacks]
-    grid, spread = np.full((len(rows), len(cols)), np.nan), np.full((len(rows), len(cols)), np.nan)
+    grid = np.full((len(rows), len(cols)), np.nan)
     index = table.set_index(["setting", "workload", "stack"])
     for i, (s, w) in enumerate(rows):
         for j, (short, k) in enumerate(cols):
             if (s, w, k) in index.index:
                 grid[i, j] = index.loc[(s, w, k), f"{short}_diff_pct"]
-                spread[i, j] = index.loc[(s, w, k), f"{short}_tcp_spread_pct"]
+    return draw_grid(grid, [f"{s} · {w}" for s, w in rows], [f"{short}\n{k}" for short, k in cols],
+                     "ns-3 vs Linux per cell (metric, stack); bold: beyond 10 %",
+                     separators=range(len(stacks), len(cols), len(stacks)))
+
+
+def draw_grid(grid: np.ndarray, rows: list[str], cols: list[str], title: str, separators=(),
+              row_notes: dict | None = None):
+    """A heat map of differences in % (clipped at the ceiling), each cell's number in it, bold
+    beyond the target; a row in row_notes is greyed and says why it has no numbers."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(0.55 * len(cols) + 3.5, 0.36 * len(rows) + 2.0))
     image = ax.imshow(np.clip(grid, -CEILING_PCT, CEILING_PCT), cmap="RdBu_r", vmin=-CEILING_PCT,
                       vmax=CEILING_PCT, aspect="auto")
     for i in range(len(rows)):
+        if row_notes and i in row_notes:
+            ax.axhspan(i - 0.5, i + 0.5, color="0.8")
+            ax.text((len(cols) - 1) / 2, i, row_notes[i], ha="center", va="center", fontsize=6.5, style="italic")
+            continue
         for j in range(len(cols)):
             if np.isfinite(grid[i, j]):
                 bold = abs(grid[i, j]) > TARGET_PCT
                 ax.text(j, i, f"{grid[i, j]:+.0f}", ha="center", va="center", fontsize=6.5,
                         fontweight="bold" if bold else "normal")
-    ax.set_xticks(range(len(cols)), [f"{short}\n{k}" for short, k in cols], fontsize=7)
-    ax.set_yticks(range(len(rows)), [f"{s} · {w}" for s, w in rows], fontsize=7)
-    for j in range(len(stacks), len(cols), len(stacks)):
+    ax.set_xticks(range(len(cols)), cols, fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    for j in separators:
         ax.axvline(j - 0.5, color="k", lw=0.8)
-    fig.colorbar(image, ax=ax, label="ns-3 vs Linux (median), %", shrink=0.6)
-    ax.set_title("ns-3 vs Linux per cell (metric, stack); bold: beyond 10 %", fontsize=9)
+    fig.colorbar(image, ax=ax, label="ns-3 vs Linux, %", shrink=0.6)
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -507,6 +528,9 @@ def cross_section(table: pd.DataFrame) -> str:
 # -------------------------------------------------------------------- main ---
 def main(argv: list[str] | None = None) -> int:
     args = options(argv)
+    if args.suite:
+        from . import agreement_suite
+        return agreement_suite.main(args)
     skipped = {e: why for e in engines.ENGINES if (why := engines.unavailable(e))}
     if "ns-3" in skipped or ("tcp" in skipped and not args.skip_map):
         common.gate(False, "the study needs both engines: " + "; ".join(f"{e}: {w}" for e, w in skipped.items()))

@@ -20,7 +20,15 @@ and a replay:
   first write came after its writer had read the whole previous ADU answers it, and
   its response time runs from the previous ADU's first write to the moment the
   requester had read this ADU's last byte (as adus.csv's response_s);
-* **throughput**: bytes received per 100 ms from the run's first write, per direction.
+* **throughput**: bytes received per 100 ms from the run's first write, per direction;
+* **retransmitted bytes** of a direction: the data its sender's device sent (DEV_SEND,
+  retransmissions included) beyond what its application wrote, per connection;
+* **exchange round trips**: per response, from the requester's device sending the
+  request's last segment (its last data segment before the answerer had read the whole
+  request) to the requester's device receiving the answer's first segment, less the
+  answerer's own time (from reading the request's last byte to writing the answer):
+  the data's round trip through both stacks and the path, from data records alone
+  (the ns-3 replay records no ACK and no TCP state).
 
 Connections are paired across the two traces by their 4-tuple where the records carry
 addresses, else by sockid (the replays number a connection alike on both sides), else by
@@ -52,10 +60,13 @@ class Profile:
     seg_conn: dict                           # direction -> connection of each received data segment
     seg_ns: dict                             # direction -> its arrival, ns from zero_ns
     seg_size: dict                           # direction -> its TCP payload
+    sent_conn: dict                          # direction -> connection of each data segment its sender's
+    sent_size: dict                          # device sent (retransmissions included), and its payload
     first_write_s: np.ndarray                # per connection (in order of first write), from zero
     last_read_s: np.ndarray
     bytes: np.ndarray                        # (connections, 2): bytes written client->server, server->client
     responses_s: list                        # per connection, its response times in order of request
+    round_trips_s: np.ndarray                # every exchange round trip (s)
     adus: int = 0                            # ADUs that follow another of their connection
     answers: int = 0                         # ... whose writer had read all of the one before
     notes: list[str] = field(default_factory=list)
@@ -102,6 +113,17 @@ class Profile:
             return np.zeros(0)
         return np.bincount(np.maximum(ns, 0) // bin_ns, weights=self.seg_size[direction]).astype(np.float64)
 
+    def retrans_bytes(self, direction: str) -> float:
+        """Bytes the sender's device sent beyond what its application wrote (NaN when it
+        wrote but no data segment it sent was recorded)."""
+        col = DIRECTIONS.index(direction)
+        written = self.bytes[:, col]
+        conn, size = self.sent_conn[direction], self.sent_size[direction]
+        if not len(conn):
+            return float("nan") if written.sum() else 0.0
+        sent = np.bincount(conn, weights=size, minlength=len(written))
+        return float(np.maximum(sent - written, 0).sum())
+
     def summary(self) -> str:
         c = self.completion_s
         return (f"{len(c)} connections, completion median {np.nanmedian(c) if len(c) else float('nan'):.3f} s, "
@@ -115,27 +137,31 @@ def profile(client: str, server: str, source: str = "") -> Profile:
     traces = [Trace(p) for p in (client, server)]
     try:
         s = cx.load(traces)
-        dev = [_received_segments(t, s, k) for k, t in enumerate(traces)]
+        dev = [_device_segments(t, s, k, Event.DEV_RECV) for k, t in enumerate(traces)]
+        sent = [_device_segments(t, s, k, Event.DEV_SEND) for k, t in enumerate(traces)]
     finally:
         for t in traces:
             t.close()
     if not len(s):
         raise TraceError(f"{client} and {server}", "no socket calls: not a whole-application run's traces")
     conns, notes = _pair(s)
-    return _reduce(s, conns, dev, source or str(client), s.notes + notes)
+    return _reduce(s, conns, dev, sent, source or str(client), s.notes + notes)
 
 
-def _received_segments(trace: Trace, s: cx.Sockets, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(socket index, ns, size) of the data segments trace k's device received."""
-    pos = trace.select([Event.DEV_RECV])
+def _device_segments(trace: Trace, s: cx.Sockets, k: int, event: Event) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(socket index, ns, size) of the data segments trace k's device received (DEV_RECV)
+    or sent (DEV_SEND)."""
+    pos = trace.select([event])
     size = trace.column_at("size", pos).astype(np.int64)
     pos, size = pos[size > 0], size[size > 0]
     sid, ns = trace.column_at("sockid", pos), trace.ns_at(pos)
     mine = np.flatnonzero(s.trace == k)
     ids = s.sockid[mine]
+    if not len(ids):
+        return mine, ns[:0], size[:0]
     order = np.argsort(ids)
-    at = np.searchsorted(ids[order], sid).clip(0, max(len(ids) - 1, 0))
-    known = (ids[order][at] == sid) if len(ids) else np.zeros(len(sid), bool)
+    at = np.searchsorted(ids[order], sid).clip(0, len(ids) - 1)
+    known = ids[order][at] == sid
     return mine[order][at][known], ns[known], size[known]
 
 
@@ -155,7 +181,8 @@ def _pair(s: cx.Sockets) -> tuple[list[cx.Connection], list[str]]:
     return conns, notes
 
 
-def _reduce(s: cx.Sockets, conns: list[cx.Connection], dev: list, source: str, notes: list[str]) -> Profile:
+def _reduce(s: cx.Sockets, conns: list[cx.Connection], dev: list, sent: list, source: str,
+            notes: list[str]) -> Profile:
     both = [c for c in conns if c.client >= 0 and c.server >= 0]
     if len(both) < len(conns):
         notes.append(f"{len(conns) - len(both)} connections captured on one side only left out")
@@ -183,36 +210,70 @@ def _reduce(s: cx.Sockets, conns: list[cx.Connection], dev: list, source: str, n
     order = np.flatnonzero(data)[np.argsort(first_write[data], kind="stable")]
     rank[order] = np.arange(len(order))
     zero = int(first_write[data].min())
-    seg = {name: {} for name in ("conn", "ns", "size")}
+    seg = {name: {} for name in ("conn", "ns", "size", "sent_conn", "sent_ns", "sent_size")}
     for k, direction in ((1, "c2s"), (0, "s2c")):      # the receiver's device: server's, client's
-        end, t, sz = dev[k]
-        r = rank[conn_of[end]] if len(end) else end
-        ok = r >= 0
-        seg["conn"][direction], seg["ns"][direction], seg["size"][direction] = r[ok], t[ok] - zero, sz[ok]
+        for prefix, (end, t, sz) in (("", dev[k]), ("sent_", sent[1 - k])):
+            r = rank[conn_of[end]] if len(end) else end
+            ok = r >= 0
+            seg[prefix + "conn"][direction], seg[prefix + "ns"][direction] = r[ok], t[ok] - zero
+            seg[prefix + "size"][direction] = sz[ok]
     by = np.argsort(c, kind="stable")
     cuts = np.searchsorted(c[by], np.arange(1, n))
-    parts = [np.split(a[by], cuts) for a in (ns, side, kind, size)]
+    parts = [np.split(a[by], cuts) for a in (ns - zero, side, kind, size)]
     found = [_responses(*(part[i] for part in parts)) for i in order]
-    return Profile(source, zero, seg["conn"], seg["ns"], seg["size"], (first_write[order] - zero) / 1e9,
-                   (last_read[order] - zero) / 1e9, nbytes[order], [times / 1e9 for times, _, _ in found],
-                   sum(k for _, k, _ in found), sum(a for _, _, a in found), notes)
+    trips = _round_trips(seg, [answered for *_, answered in found])
+    return Profile(source, zero, seg["conn"], seg["ns"], seg["size"], seg["sent_conn"], seg["sent_size"],
+                   (first_write[order] - zero) / 1e9, (last_read[order] - zero) / 1e9, nbytes[order],
+                   [times / 1e9 for times, *_ in found], trips / 1e9,
+                   sum(k for _, k, *_ in found), sum(a for _, _, a, _ in found), notes)
+
+
+def _round_trips(seg: dict, answered: list[tuple]) -> np.ndarray:
+    """Exchange round trips (ns), per connection (in rank order) from its answers' (answering
+    side, when it had read the request, its answer's first write): the requester's last
+    data segment sent before that read to its first one received after that write, less
+    the answerer's time between the two."""
+    out = []
+    # The requester's device: what it sent (the request) and got back (the answer).
+    ways = {SERVER: ("c2s", "s2c"), CLIENT: ("s2c", "c2s")}      # answerer -> (request, answer) direction
+    split = {}
+    for prefix in ("sent_", ""):
+        for d in DIRECTIONS:
+            conn, t = seg[prefix + "conn"][d], seg[prefix + "ns"][d]
+            order = np.lexsort((t, conn))
+            cuts = np.searchsorted(conn[order], np.arange(1, len(answered)))
+            split[prefix, d] = np.split(t[order], cuts)
+    for i, (x, read_at, answer_at) in enumerate(answered):
+        for who in (CLIENT, SERVER):
+            mine = x == who
+            if not mine.any():
+                continue
+            asked, answer = ways[who]
+            sent, got = split["sent_", asked][i], split["", answer][i]
+            j = np.searchsorted(sent, read_at[mine], side="right") - 1
+            k = np.searchsorted(got, answer_at[mine], side="left")
+            ok = (j >= 0) & (k < len(got))
+            out.append((got[k[ok]] - sent[j[ok]]) - (answer_at[mine][ok] - read_at[mine][ok]))
+    return np.concatenate(out).astype(np.float64) if out else np.zeros(0)
 
 
 def _responses(ns: np.ndarray, side: np.ndarray, kind: np.ndarray, size: np.ndarray) -> tuple:
     """Response times (ns) of one connection's ADUs that answer the previous one; how many
-    ADUs follow another, and how many of those answer it."""
+    ADUs follow another, and how many of those answer it; and per answer (its writer, when
+    that side had read the request's last byte, the answer's first write)."""
     order = np.argsort(ns, kind="stable")
     ns, side, kind, size = ns[order], side[order], kind[order], size[order]
     w = kind == cx.WRITE
     wns, wside, wsize = ns[w], side[w], size[w]
+    none = (np.zeros(0, np.int8), np.zeros(0, np.int64), np.zeros(0, np.int64))
     if len(wns) < 2:
-        return np.zeros(0, np.int64), 0, 0
+        return np.zeros(0, np.int64), 0, 0, none
     start = np.flatnonzero(np.r_[True, wside[1:] != wside[:-1]])
     run_side, run_first = wside[start], wns[start]
     run_end = np.r_[start[1:], len(wns)] - 1
     sent = [np.cumsum(np.where(wside == x, wsize, 0)) for x in (CLIENT, SERVER)]
     reads = [(ns[(~w) & (side == x)], np.cumsum(size[(~w) & (side == x)])) for x in (CLIENT, SERVER)]
-    out, asked_at, answering = [], [], 0
+    out, asked_at, answering, answered = [], [], 0, []
     for x in (CLIENT, SERVER):                          # answers written by side x
         j = np.flatnonzero(run_side == x)
         j = j[j > 0]
@@ -224,16 +285,19 @@ def _responses(ns: np.ndarray, side: np.ndarray, kind: np.ndarray, size: np.ndar
         had = np.r_[0, read_cum][np.searchsorted(read_t, run_first[j], side="right")]
         answers = j[had >= asked]
         answering += len(answers)
+        read_done = read_t[np.searchsorted(read_cum, asked[had >= asked], side="left")]
+        answered.append((np.full(len(answers), x, np.int8), read_done, run_first[answers]))
         total = sent[x][run_end[answers]]               # this side's bytes through its answer
         back_t, back_cum = reads[y]
         at = np.searchsorted(back_cum, total, side="left")
         got = at < len(back_t)
         out.append(back_t[at[got]] - run_first[answers[got] - 1])
         asked_at.append(run_first[answers[got] - 1])
+    answered = tuple(np.concatenate(a) for a in zip(*answered)) if answered else none
     if not out:
-        return np.zeros(0, np.int64), len(start) - 1, answering
+        return np.zeros(0, np.int64), len(start) - 1, answering, answered
     times = np.concatenate(out)
-    return times[np.argsort(np.concatenate(asked_at), kind="stable")], len(start) - 1, answering
+    return times[np.argsort(np.concatenate(asked_at), kind="stable")], len(start) - 1, answering, answered
 
 
 # --------------------------------------------------------------- metrics ---
@@ -312,6 +376,24 @@ def compare(pred: Profile, truth: Profile) -> dict:
 def _span(p: Profile) -> float:
     """Seconds from the run's first write to its last read."""
     return float(p.last_read_s.max()) if len(p.last_read_s) else 0.0
+
+
+def totals(p: Profile) -> dict:
+    """One run's whole-application figures, both directions together: mean data-segment
+    size (B) and gap (s), throughput (bits of data segments received per second of the
+    run's span), the median exchange round trip (ms), the median connection's
+    completion (s), retransmitted bytes; NaN where a run has none to measure."""
+    def mean(parts):
+        a = np.concatenate(parts)
+        return float(a.mean()) if len(a) else float("nan")
+    received = sum(float(p.sizes(d).sum()) for d in DIRECTIONS)
+    span = _span(p)
+    return {"size": mean([p.sizes(d) for d in DIRECTIONS]), "gap": mean([p.gaps(d) for d in DIRECTIONS]),
+            "throughput": 8 * received / span if span > 0 else float("nan"),
+            "RTT": float(np.median(p.round_trips_s)) * 1e3 if len(p.round_trips_s) else float("nan"),
+            "completion": float(np.median(p.completion_s)) if len(p.completion_s) else float("nan"),
+            "retrans": sum(p.retrans_bytes(d) for d in DIRECTIONS),
+            "connections": len(p.completion_s), "round_trips": len(p.round_trips_s)}
 
 
 def _series_error(pred: Profile, truth: Profile) -> float:

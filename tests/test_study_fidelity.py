@@ -105,3 +105,23 @@ def test_reanalyse_measures_the_kept_runs_again(study, tmp_path):
     assert "measured again (--reanalyse)" in text
     assert "ns-3 replays: `magnet replay ns3 --tcp-model linux`" in (out / "README.md").read_text()
     assert "ns-3 replays: `magnet replay ns3 --tcp-model linux`" in text
+
+
+def test_agreement_suite_reads_the_kept_runs(study, tmp_path):
+    """magnet experiment agreement --suite on the real runs: ns-3 against Linux from the same
+    traces app_metrics reads; the one-packet-per-request HTTP exchange has a round trip near
+    the path's 60 ms in both engines."""
+    from magnet.experiments import agreement
+    _, _, work = study
+    assert agreement.main(["--suite", str(work), "--out", str(tmp_path)]) == 0
+    row = pd.read_csv(tmp_path / "suite" / "suite.csv").iloc[0]
+    assert (row.app, row.path, row.status) == (APP, SITE, "ok")
+    site = work / APP / SITE
+    for engine, kind in (("ns3", "demand-ns3"), ("tcp", "demand-tcp")):
+        totals = app_metrics.totals(app_metrics.profile(str(site / kind / "client.magnet"),
+                                                        str(site / kind / "server.magnet")))
+        for metric in ("size", "gap", "throughput", "RTT", "completion", "retrans"):
+            assert row[f"{metric}_{engine}"] == pytest.approx(totals[metric]), (engine, metric)
+        assert 60 <= totals["RTT"] < 75, engine
+    assert row.RTT_diff_pct == pytest.approx(100 * (row.RTT_ns3 / row.RTT_tcp - 1))
+    assert "## The suite's applications" in (tmp_path / "suite" / "README.md").read_text()
