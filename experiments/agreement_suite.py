@@ -149,7 +149,8 @@ def section(table: pd.DataFrame, work: Path, ns3_options: str, image: str = "hea
            "together), the median **exchange round trip** (per response: from the requester's device "
            "sending the request's last segment to it receiving the answer's first, less the answerer's "
            "time between reading the request and writing the answer; the ns-3 replay records no ACK and "
-           "no TCP state, so both engines are measured from their data segments), the median connection's "
+           "no TCP state, so both engines are measured from their data segments; *exchanges* counts them, "
+           "ns-3 / Linux: a single download has one, before its own queue builds), the median connection's "
            "completion (first byte written to last byte read), and retransmitted bytes (the data the "
            "senders' devices sent beyond what the applications wrote). Each engine ran each cell once: "
            "the replay's own run-to-run spread is unmeasured; *app spread* is the real application's "
@@ -162,6 +163,7 @@ def section(table: pd.DataFrame, work: Path, ns3_options: str, image: str = "hea
         "app": table["app"], "path": table["path"],
         **{f"{m} %": table[f"{m}_diff_pct"].map(_pct) for m in METRICS},
         "RTT ms ns-3 / Linux": [_pair(a, b, "{:.1f}") for a, b in zip(table["RTT_ns3"], table["RTT_tcp"])],
+        "exchanges": [_pair(a, b, "{:.0f}") for a, b in zip(table["round_trips_ns3"], table["round_trips_tcp"])],
         "retrans B ns-3 / Linux": [_pair(a, b, "{:.0f}") for a, b in zip(table["retrans_ns3"], table["retrans_tcp"])],
         "app spread % (size/gap/thr/RTT)": ["/".join(_num(r[f"{m}_app_spread_pct"]) for m in AGREE)
                                             for _, r in table.iterrows()],
