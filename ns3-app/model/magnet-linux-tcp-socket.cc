@@ -1099,9 +1099,7 @@ MagnetLinuxTcpSocket::ScheduleLossProbe()
     // tcp_schedule_loss_probe
     SequenceNumber32 una = m_txBuffer->HeadSequence();
     SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
-    bool open = m_tcb->m_congState == TcpSocketState::CA_OPEN ||
-                m_tcb->m_congState == TcpSocketState::CA_CWR;
-    if (!m_tlp || !m_sackEnabled || nxt <= una || !open || m_probeOut)
+    if (!m_tlp || !m_sackEnabled || nxt <= una || !LinuxOpen() || m_probeOut)
     {
         return false;
     }
@@ -1114,11 +1112,23 @@ MagnetLinuxTcpSocket::ScheduleLossProbe()
     }
     // Linux has one retransmission timer: the probe takes the RTO's place (and its time,
     // if that comes first) and re-arms it once sent.
-    timeout = std::min(timeout, m_retxEvent.IsPending() ? Simulator::GetDelayLeft(m_retxEvent) : m_rto.Get());
+    Time rto = m_retxEvent.IsPending() ? Simulator::GetDelayLeft(m_retxEvent) : m_rto.Get();
+    m_rtoAt = Simulator::Now() + rto;
+    timeout = std::min(timeout, rto);
     m_retxEvent.Cancel();
     Simulator::Cancel(m_probeTimer);
     m_probeTimer = Simulator::Schedule(timeout, &MagnetLinuxTcpSocket::LossProbe, this);
     return true;
+}
+
+bool
+MagnetLinuxTcpSocket::LinuxOpen() const
+{
+    // TCP_CA_Open (or CWR) as Linux means it: nothing SACKed or marked lost (tcp_left_out
+    // is 0).  ns-3 goes back to Open on any ACK of new data, SACKed data still out.
+    bool open = m_tcb->m_congState == TcpSocketState::CA_OPEN ||
+                m_tcb->m_congState == TcpSocketState::CA_CWR;
+    return open && m_txBuffer->GetSacked() == 0 && m_txBuffer->GetLost() == 0;
 }
 
 void
@@ -1135,6 +1145,15 @@ MagnetLinuxTcpSocket::LossProbe()
     SequenceNumber32 una = m_txBuffer->HeadSequence();
     SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
     m_retxEvent.Cancel();
+    if (!LinuxOpen())
+    {
+        // A SACK (or a loss) since the probe was armed: Linux's RACK would have put its
+        // reordering timer in the probe's place, and its probe never resends SACKed data
+        // (ns-3 aborts if asked to).  This profile has no RACK: the RTO, at its time.
+        m_retxEvent = Simulator::Schedule(std::max(m_rtoAt - Simulator::Now(), Time(0)),
+                                          &MagnetLinuxTcpSocket::ReTxTimeout, this);
+        return;
+    }
     m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
     if (nxt <= una || m_probeOut)
     {

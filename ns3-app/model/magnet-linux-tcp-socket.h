@@ -44,7 +44,9 @@ namespace ns3
  * - **Tail loss probe** (tcp_schedule_loss_probe, tcp_send_loss_probe):
  *   with SACK and nothing being recovered, a probe 2 srtt after the last
  *   send (plus 200 ms with one segment out), new data if there is some
- *   within the window, else the last segment again.
+ *   within the window, else the last segment again; only with nothing
+ *   SACKed (Linux's TCP_CA_Open: once a SACK shows a hole, RACK's timer
+ *   replaces the probe; this profile has no RACK, the RTO does).
  */
 class MagnetLinuxTcpSocket : public TcpSocketBase
 {
@@ -141,6 +143,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void SlowStartAfterIdleCheck();
     void SndBufExpand();
     void ApplySndBuf();
+    bool LinuxOpen() const;   //!< TCP_CA_Open or CWR with nothing SACKed or lost: a probe may go
     bool ScheduleLossProbe(); //!< false: no probe is due (the RTO is the timer)
     void RearmRto();
     void LossProbe();
@@ -201,6 +204,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint64_t m_sndBuf{0};      //!< sk_sndbuf: memory
     bool m_sndBufInit{false};  //!< sized for the connection (tcp_init_buffer_space)
     EventId m_probeTimer;
+    Time m_rtoAt;              //!< when the RTO the probe took the place of was due
     SequenceNumber32 m_tlpHighSeq; //!< a probe is out for this episode (tlp_high_seq)
     bool m_probeOut{false};
     bool m_sendingProbe{false};

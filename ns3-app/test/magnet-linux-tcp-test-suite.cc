@@ -556,6 +556,43 @@ class LinuxTailLossWhilePeerSendsTestCase : public TestCase
 };
 
 /**
+ * The second of three segments is lost: the first one's ACK arms the probe, then
+ * the tail arrives out of order and is SACKed.  Linux probes only with nothing
+ * SACKed (TCP_CA_Open); a SACK that shows a hole puts RACK's reordering timer in
+ * the probe's place, and the hole is resent, never the SACKed tail.  This profile
+ * has no RACK: the probe, once a SACK came, gives the timer back to the RTO (ns-3
+ * aborted when the probe asked it to resend the SACKed tail).
+ */
+class LinuxProbeAfterSackTestCase : public TestCase
+{
+  public:
+    LinuxProbeAfterSackTestCase()
+        : TestCase("no loss probe once the tail is SACKed: the RTO resends the hole")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("100Mbps", "30ms");
+        bench.Lose({3}); // SYN, ACK, 1448, then the second 1448; the 388-byte tail arrives
+        auto app = bench.Install(Periodic(1, 3284, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ(socket->GetAckStats().probes, 0, "no probe with the tail SACKed");
+        NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 1448).size(), 3, "two segments and the hole resent");
+        NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 388).size(), 1, "the SACKed tail sent once");
+        // The hole goes when the RTO the probe had taken the place of comes: srtt + 200 ms
+        // after the ACK of the first segment, which came 60 ms after it left.
+        std::vector<Time> full = bench.Times(0, 1448);
+        NS_TEST_ASSERT_MSG_EQ_TOL((full[2] - full[0]).GetMilliSeconds(), 320, 8, "resent by the RTO");
+        Simulator::Destroy();
+    }
+};
+
+/**
  * The peer closes its side first; then this end writes ten segments and closes, its
  * FIN leaving with the last (LAST_ACK with data out) and the second segment lost.
  * The ACKs short of the FIN must recover it (ns-3 closed on the first of them).
@@ -636,6 +673,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxAutotuningTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
+        AddTestCase(new LinuxProbeAfterSackTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
     }
