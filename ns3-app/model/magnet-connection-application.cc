@@ -358,8 +358,22 @@ MagnetConnectionApplication::Accepted(Ptr<Socket> socket)
     m_socket = socket;
     m_record.opened = Simulator::Now();
     UseSocket(socket);
+    // ns-3 hands the socket over from within the handshake's last step; when the peer's
+    // FIN completes it, the socket is still in SYN_RCVD there (CLOSE_WAIT right after)
+    // and a Send() fails with ERROR_NOTCONN.  Linux's accept() returns it in CLOSE_WAIT,
+    // taking writes: use it once that step is over.
+    Simulator::ScheduleNow(&MagnetConnectionApplication::AcceptDone, this);
+}
+
+void
+MagnetConnectionApplication::AcceptDone()
+{
+    if (!m_record.failure.empty())
+    {
+        return; // reset before the hand-over ended
+    }
     Established();
-    HandleRead(socket); // what arrived with the handshake's end
+    HandleRead(m_socket); // what arrived with the handshake's end
 }
 
 void

@@ -142,6 +142,7 @@ class MagnetConnectionApplication : public Application
 
     void Open();
     void EarlierReadAll(uint32_t connection);
+    void AcceptDone();
     void UseSocket(Ptr<Socket> socket);
     void ConnectionSucceeded(Ptr<Socket> socket);
     void ConnectionFailed(Ptr<Socket> socket);
