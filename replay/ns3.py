@@ -296,15 +296,24 @@ def run_chain(demand_path: str | os.PathLike, out_dir: str | os.PathLike,
     command = [str(programs.chain), f"--demand={os.fspath(demand_path)}", f"--out={out}", *args]
     stdout, stderr, status = _simulate(command)
     if status != 0:
-        lines = [line for line in stderr.splitlines() if line.strip()]
-        problem = lines[-1].removeprefix("magnet-chain: ") if lines else f"exit {status}"
-        if ": " not in problem:
-            problem = f"ns-3: {problem}"
-        what, _, rest = problem.partition(": ")
-        raise Ns3Error(what, rest)
+        raise Ns3Error(*_problem(stderr, status))
     summary = json.loads((out / "summary.json").read_text())
     traces = [Path(s["trace"]) for s in summary["stacks"] if s["trace"]]
     return ChainRun(out, scenario, options, summary, stdout, traces)
+
+
+# What ns-3 prints after a failed NS_ASSERT, NS_ABORT or NS_FATAL_ERROR (then it aborts):
+# the cause is the line before.
+_NS3_EPILOGUE = ("NS_FATAL, terminating", "terminate called without an active exception")
+
+
+def _problem(stderr: str, status: int) -> tuple[str, str]:
+    """magnet-chain's failure as (what, problem): its last line of stderr, or when ns-3
+    aborted, the line that says why (the assertion, its file and line)."""
+    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith(_NS3_EPILOGUE)]
+    problem = lines[-1].removeprefix("magnet-chain: ") if lines else f"exit {status}"
+    what, _, rest = problem.partition(": ") if ": " in problem else ("ns-3", "", problem)
+    return what, rest
 
 
 def _simulate(command: list[str]) -> tuple[str, str, int]:
@@ -405,9 +414,7 @@ def run_app(demand_csv: str | os.PathLike, out_dir: str | os.PathLike, scenario:
     command = [str(programs.chain), f"--app={os.fspath(demand_csv)}", f"--openLoop={int(open_loop)}",
                f"--out={out}", *args]
     stdout, stderr, status = _simulate(command)
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    problem = lines[-1].removeprefix("magnet-chain: ") if lines else f"exit {status}"
-    what, _, rest = problem.partition(": ") if ": " in problem else ("ns-3", "", problem)
+    what, rest = _problem(stderr, status)
     if status == 1 and (out / "summary.json").exists():
         run = AppRun(out, scenario, json.loads((out / "summary.json").read_text()), stdout)
         raise AppRunFailed(what, rest, run)

@@ -333,6 +333,17 @@ def test_tcp_options_are_applied_and_stated(programs, ftp_demand, tmp_path):
     assert again.summary["config"]["tcp_settings"]["DelAckTimeout"] == "0.2s"
 
 
+def test_an_ns3_abort_is_reported_by_its_cause():
+    # ns-3's epilogue of a failed assertion, as magnet-chain printed it; the driver had
+    # reported only "terminate called without an active exception".
+    stderr = ('NS_ASSERT failed, cond="!outItem->m_sacked", +7.052825631s 1 '
+              'file=/gcl-builds/src/internet/model/tcp-tx-buffer.cc, line=233\n'
+              'NS_FATAL, terminating\nterminate called without an active exception\n')
+    assert ns3._problem(stderr, -6) == ("ns-3", 'NS_ASSERT failed, cond="!outItem->m_sacked", +7.052825631s 1 '
+                                                'file=/gcl-builds/src/internet/model/tcp-tx-buffer.cc, line=233')
+    assert ns3._problem("magnet-chain: d.csv: row 3: bad size\n", 2) == ("d.csv", "row 3: bad size")
+
+
 def test_missing_ns3_names_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setenv("MAGNET_NS3_ROOT", str(tmp_path / "no-ns3"))
     proc = run_magnet("replay", "ns3", "synth:ftp", "--duration", "1", "-o", tmp_path / "o")
