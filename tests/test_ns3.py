@@ -60,12 +60,13 @@ def test_ns3_test_suite_passes(programs):
 
 def test_linux_tcp_test_suite_passes(programs):
     """The Linux profile's TestSuite: RTO, ACKs, Nagle, autotuning, tail loss probes (one while
-    the peer sends, none once the tail is SACKed), a loss after the peer's FIN, idle restart."""
+    the peer sends, none once the tail is SACKed), a loss after the peer's FIN (a segment, the
+    FIN itself), idle restart."""
     proc = ns3.run_tests(programs, "--verbose", program="magnet-linux-tcp-test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("PASS magnet-linux-tcp"), proc.stdout
-    assert sum(line.strip().startswith("PASS") for line in lines) == 11, proc.stdout
+    assert sum(line.strip().startswith("PASS") for line in lines) == 12, proc.stdout
 
 
 def test_example_program_replays_a_demand_file(programs, ftp_demand, tmp_path):

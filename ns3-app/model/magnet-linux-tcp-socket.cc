@@ -1085,7 +1085,9 @@ MagnetLinuxTcpSocket::RearmRto()
     // tcp_rearm_rto: data out always has a timer.  TcpSocketBase re-arms its RTO only on
     // some ACKs of new data (not in Disorder, not on later partial ACKs in recovery);
     // after a probe had taken the RTO's place that left none.
-    bool out = m_tcb->m_highTxMark.Get() > m_txBuffer->HeadSequence();
+    // In LAST_ACK the FIN is out until its ACK closes the socket (Linux keeps it in the
+    // retransmission queue like data).
+    bool out = m_tcb->m_highTxMark.Get() > m_txBuffer->HeadSequence() || m_state == LAST_ACK;
     if (out && !m_retxEvent.IsPending() && !m_probeTimer.IsPending())
     {
         m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
@@ -1189,6 +1191,13 @@ MagnetLinuxTcpSocket::ReTxTimeout()
 {
     Simulator::Cancel(m_probeTimer);
     m_probeOut = false;
+    if (m_state == LAST_ACK && m_txBuffer->Size() == 0)
+    {
+        // Only the FIN is out: resend it (ns-3 does in FIN_WAIT_1 and CLOSING only, as
+        // it closes LAST_ACK on any ACK); ns-3 keeps resending it while it goes unACKed.
+        SendEmptyPacket(TcpHeader::FIN | TcpHeader::ACK);
+        return;
+    }
     TcpSocketBase::ReTxTimeout();
 }
 
@@ -1213,6 +1222,9 @@ MagnetLinuxTcpSocket::DoForwardUp(Ptr<Packet> packet, const Address& fromAddress
     if (m_state == CLOSE_WAIT)
     {
         m_state = LAST_ACK;
+        // Taken as in CLOSE_WAIT, an ACK of all the data cancelled the timer that resends
+        // the FIN (nothing is out there once the data is ACKed): re-arm it.
+        RearmRto();
     }
 }
 

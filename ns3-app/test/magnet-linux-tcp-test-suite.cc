@@ -621,6 +621,51 @@ class LinuxLastAckTestCase : public TestCase
     }
 };
 
+/**
+ * The peer closes first; this end writes one segment and closes, its FIN going alone
+ * after the data, and the FIN is lost.  The peer's ACK of the data (short of the FIN)
+ * must leave the FIN under the retransmission timer: Linux keeps it in its
+ * retransmission queue.  Processing that ACK cancelled ns-3's FIN retransmission,
+ * and the FIN never went again (both ends stuck, LAST_ACK and FIN_WAIT_2).
+ */
+class LinuxLastAckLostFinTestCase : public TestCase
+{
+  public:
+    LinuxLastAckLostFinTestCase()
+        : TestCase("after the peer's FIN, a lost FIN is resent once the data is ACKed")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("100Mbps", "30ms");
+        bench.Lose({4}); // SYN, ACK, the ACK of the peer's FIN, the segment, then this end's FIN
+        bool closed = false;
+        bench.accepted = [&closed](Ptr<Socket> socket) {
+            socket->SetCloseCallbacks(MakeBoundCallback(+[](bool* c, Ptr<Socket>) { *c = true; }, &closed),
+                                      MakeNullCallback<void, Ptr<Socket>>());
+            socket->ShutdownSend(); // its FIN at once
+        };
+        bench.Listen();
+        auto app = bench.Writer({{200000000, 1000}}); // after the peer's FIN has come
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        // Closed once the segment has left, before its ACK: the FIN goes alone.
+        std::function<void(Ptr<const Packet>)> sent = [app](Ptr<const Packet> frame) {
+            if (Payload(frame) == 1000)
+            {
+                Simulator::Schedule(MilliSeconds(1), [app]() { app->GetSocket()->Close(); });
+            }
+        };
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", Callback<void, Ptr<const Packet>>(sent));
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(bench.received, 1000, "the write arrived");
+        NS_TEST_ASSERT_MSG_EQ(closed, true, "the FIN arrived, resent");
+        Simulator::Destroy();
+    }
+};
+
 // --------------------------------------------------------------- the idle ---
 
 /**
@@ -675,6 +720,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
         AddTestCase(new LinuxProbeAfterSackTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckTestCase, Duration::QUICK);
+        AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
     }
 };
