@@ -230,11 +230,13 @@ def _reduce(s: cx.Sockets, conns: list[cx.Connection], dev: list, sent: list, so
 
 def _round_trips(seg: dict, answered: list[tuple]) -> np.ndarray:
     """Exchange round trips (ns), per connection (in rank order) from its answers' (answering
-    side, when it had read the request, its answer's first write): the requester's last
-    data segment sent before that read to its first one received after that write, less
-    the answerer's time between the two."""
+    side, when it had read the request, its answer's first write): the requester's device
+    sending the request's last data segment (its last before that read) to it receiving
+    the answer's first (its first after that write), less the answerer's time between the
+    two.  An exchange in which the answerer's device sent data between the request's last
+    segment and its read (a tail loss probe, a retransmission) is left out: without
+    sequence numbers that segment and the answer's first cannot be told apart."""
     out = []
-    # The requester's device: what it sent (the request) and got back (the answer).
     ways = {SERVER: ("c2s", "s2c"), CLIENT: ("s2c", "c2s")}      # answerer -> (request, answer) direction
     split = {}
     for prefix in ("sent_", ""):
@@ -249,11 +251,18 @@ def _round_trips(seg: dict, answered: list[tuple]) -> np.ndarray:
             if not mine.any():
                 continue
             asked, answer = ways[who]
-            sent, got = split["sent_", asked][i], split["", answer][i]
-            j = np.searchsorted(sent, read_at[mine], side="right") - 1
-            k = np.searchsorted(got, answer_at[mine], side="left")
+            read, wrote = read_at[mine], answer_at[mine]
+            sent, left, got = split["sent_", asked][i], split["sent_", answer][i], split["", answer][i]
+            if not len(sent) or not len(got):
+                continue
+            j = np.searchsorted(sent, read, side="right") - 1
+            k = np.searchsorted(got, wrote, side="left")
             ok = (j >= 0) & (k < len(got))
-            out.append((got[k[ok]] - sent[j[ok]]) - (answer_at[mine][ok] - read_at[mine][ok]))
+            out_ns = sent[j.clip(0)]
+            # not up to the write: its record may be stamped when the call returns, its segment sent
+            crossing = np.searchsorted(left, read, side="right") - np.searchsorted(left, out_ns, side="right")
+            ok &= crossing == 0
+            out.append((got[k[ok]] - out_ns[ok]) - (wrote[ok] - read[ok]))
     return np.concatenate(out).astype(np.float64) if out else np.zeros(0)
 
 
