@@ -456,7 +456,7 @@ def write_cross_schedules(demand_path, directory: Path, scenario: Scenario, opti
     return directory
 
 
-TEST_PROGRAMS = ("magnet-replay-test", "magnet-linux-tcp-test")
+TEST_PROGRAMS = ("magnet-replay-test", "magnet-linux-tcp-test", "magnet-linux-cc-test")
 
 
 def run_tests(programs: Programs | None = None, *args: str,

@@ -69,6 +69,17 @@ def test_linux_tcp_test_suite_passes(programs):
     assert sum(line.strip().startswith("PASS") for line in lines) == 12, proc.stdout
 
 
+def test_linux_cc_test_suite_passes(programs):
+    """The Linux profile's CUBIC and PRR on scripted ACKs: HyStart's delay and ACK-train exits
+    and PRR's rate as Linux computes them (ns-3's TcpCubic and TcpPrrRecovery beside), and the
+    profile selecting them."""
+    proc = ns3.run_tests(programs, "--verbose", program="magnet-linux-cc-test")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("PASS magnet-linux-cc"), proc.stdout
+    assert sum(line.strip().startswith("PASS") for line in lines) == 5, proc.stdout
+
+
 def test_example_program_replays_a_demand_file(programs, ftp_demand, tmp_path):
     d, path = ftp_demand
     proc = subprocess.run([str(programs.path("magnet-replay-example")), f"--demand={path}",
@@ -190,7 +201,7 @@ def test_cli_prints_table_ii_and_writes_csv_and_plots(programs, tmp_path):
                       "--rate", "10e6", "--delay", "0.03", "-o", out, check=True)
     text = proc.stdout_text
     assert "10Mbps bottleneck" in text and "30ms one way" in text, text
-    assert "segments of 1448 B" in text and "SocketType=ns3::TcpCubic" in text, text
+    assert "segments of 1448 B" in text and "SocketType=ns3::MagnetLinuxCubic" in text, text
     for label in ("Application", "1st TCP stack", "2nd TCP stack", "data size B", "spacing s"):
         assert label in text, text
     with open(out / "table.csv") as f:
@@ -403,7 +414,8 @@ def test_tcp_model_linux_gives_linuxs_figures(programs, tmp_path):
     assert 60.5 < run.stack(1)["srtt_mean_ns"] / 1e6 < 62
     assert "Model=linux" in run.applied and "Nagle=Minshall" in run.applied
     settings = run.summary["config"]["tcp_settings"]
-    assert settings["InitialCwnd"] == "10" and settings["RecoveryType"] == "ns3::TcpPrrRecovery"
+    assert settings["InitialCwnd"] == "10" and settings["RecoveryType"] == "ns3::MagnetLinuxPrrRecovery"
+    assert settings["SocketType"] == "ns3::MagnetLinuxCubic"
     assert "ato from 0.04s" in settings["DelAck"] and "131072 autotuned up to 33554432" in settings["RcvBuf"]
 
 

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-tcp-profile.h"
 
+#include "magnet-linux-cubic.h"
+#include "magnet-linux-prr-recovery.h"
 #include "magnet-linux-tcp-socket.h"
 #include "magnet-units.h"
 
@@ -181,7 +183,11 @@ MagnetTcpProfile::ApplyDefaults() const
     const bool linux = tcp.Linux();
     const bool bbr = Ns3Name(tcp.cc) == "ns3::TcpBbr";
     const bool timeout = !tcp.delAckTimeout.IsStrictlyNegative();
-    Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(Ns3Name(tcp.cc))));
+    // The linux model's CUBIC and PRR are Linux's (ns-3's TcpCubic and TcpPrrRecovery differ:
+    // MagnetLinuxCubic, MagnetLinuxPrrRecovery); other congestion controls are ns-3's.
+    const std::string cc = linux && Ns3Name(tcp.cc) == "ns3::TcpCubic" ? "ns3::MagnetLinuxCubic" : Ns3Name(tcp.cc);
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
+    SetDefaultOr("ns3::TcpL4Protocol::RecoveryType", linux, TypeIdValue(MagnetLinuxPrrRecovery::GetTypeId()));
     Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(!tcp.nagle));
     Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(tcp.sack));
     Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(tcp.timestamps));

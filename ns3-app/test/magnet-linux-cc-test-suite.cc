@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The Linux profile's congestion control and recovery (MagnetLinuxCubic,
+ * MagnetLinuxPrrRecovery) on scripted ACKs, beside ns-3's TcpCubic and
+ * TcpPrrRecovery given the same: HyStart's two exits and PRR's sending rate,
+ * as Linux 6.x's tcp_cubic.c and tcp_cwnd_reduction compute them.
+ */
+#include "magnet-linux-cubic.h"
+#include "magnet-linux-prr-recovery.h"
+#include "magnet-tcp-profile.h"
+
+#include "ns3/simulator.h"
+#include "ns3/string.h"
+#include "ns3/tcp-cubic.h"
+#include "ns3/tcp-prr-recovery.h"
+#include "ns3/tcp-socket-state.h"
+#include "ns3/test.h"
+
+#include <functional>
+#include <limits>
+
+namespace ns3
+{
+
+namespace
+{
+
+constexpr uint32_t kMss = 1448;
+
+Ptr<TcpSocketState>
+SlowStartTcb(uint32_t cwnd)
+{
+    auto tcb = CreateObject<TcpSocketState>();
+    tcb->m_segmentSize = kMss;
+    tcb->m_cWnd = cwnd * kMss;
+    tcb->m_ssThresh = std::numeric_limits<uint32_t>::max();
+    tcb->m_highTxMark = SequenceNumber32(1 + 20 * kMss);
+    tcb->m_srtt = MilliSeconds(60);
+    return tcb;
+}
+
+/**
+ * Slow start at a window of 20 on a 60 ms path, the first round `round`
+ * segments long: ACK i (of one segment) arrives at `spacing` * i with RTT
+ * rtts(i).  Returns when slow start ended (ssthresh set), or -1 ms.
+ */
+Time
+HystartExit(Ptr<TcpCongestionOps> cc,
+            Time spacing,
+            uint32_t round,
+            uint32_t acks,
+            std::function<Time(uint32_t)> rtts)
+{
+    Ptr<TcpSocketState> tcb = SlowStartTcb(20);
+    tcb->m_highTxMark = SequenceNumber32(1 + round * kMss);
+    Time exit = MilliSeconds(-1);
+    cc->Init(tcb);
+    for (uint32_t i = 1; i <= acks; ++i)
+    {
+        Simulator::Schedule(spacing * i, [=, &exit]() {
+            tcb->m_lastAckedSeq = SequenceNumber32(1 + i * kMss);
+            if (i == round + 1)
+            {
+                tcb->m_highTxMark = SequenceNumber32(1 + 3 * round * kMss); // the next round was sent
+            }
+            tcb->m_lastRtt = rtts(i);
+            cc->PktsAcked(tcb, 1, rtts(i));
+            if (exit.IsNegative() && tcb->m_ssThresh.Get() != std::numeric_limits<uint32_t>::max())
+            {
+                exit = Simulator::Now();
+            }
+        });
+    }
+    Simulator::Run();
+    Simulator::Destroy();
+    return exit;
+}
+
+} // namespace
+
+/**
+ * HyStart's delay exit: one round of 60 ms samples, then a round of 69 ms ones
+ * (3 ms apart: no ACK train).  Linux leaves slow start at the 9th sample of the
+ * second round (69 > 60 + clamp(60 / 8, 4, 16) ms); TcpCubic's threshold is
+ * the least RTT itself (a doubled RTT) and it stays in slow start.
+ */
+class LinuxHystartDelayTestCase : public TestCase
+{
+  public:
+    LinuxHystartDelayTestCase()
+        : TestCase("HyStart leaves slow start when the RTT grows by an eighth (4-16 ms), as Linux")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        auto rtts = [](uint32_t i) { return MilliSeconds(i <= 20 ? 60 : 69); };
+        Time linux = HystartExit(CreateObject<MagnetLinuxCubic>(), MilliSeconds(3), 20, 40, rtts);
+        NS_TEST_ASSERT_MSG_EQ(linux, MilliSeconds(3 * 29), "the 9th sample of the second round");
+        Time ns3 = HystartExit(CreateObject<TcpCubic>(), MilliSeconds(3), 20, 40, rtts);
+        NS_TEST_ASSERT_MSG_EQ(ns3.IsNegative(), true, "ns-3's TcpCubic waits for a doubled RTT");
+    }
+};
+
+/**
+ * HyStart's ACK train: ACKs 1 ms apart with a steady 60 ms RTT.  Linux (no
+ * pacing) ends slow start once the round's train lasts over (60 ms + 1 ms of
+ * GSO allowance) / 2, at the ACK 31 ms into it; TcpCubic waits for 60 ms
+ * (50 ACKs here).
+ */
+class LinuxHystartTrainTestCase : public TestCase
+{
+  public:
+    LinuxHystartTrainTestCase()
+        : TestCase("HyStart's ACK train ends slow start after half the least RTT, as Linux")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        auto rtts = [](uint32_t) { return MilliSeconds(60); };
+        Time linux = HystartExit(CreateObject<MagnetLinuxCubic>(), MilliSeconds(1), 60, 50, rtts);
+        NS_TEST_ASSERT_MSG_EQ(linux, MilliSeconds(31), "the ACK 31 ms into the round");
+        Time ns3 = HystartExit(CreateObject<TcpCubic>(), MilliSeconds(1), 60, 50, rtts);
+        NS_TEST_ASSERT_MSG_EQ(ns3.IsNegative(), true, "ns-3's TcpCubic waits a whole RTT");
+    }
+};
+
+/**
+ * PRR with SACK: a window of 100 segments, ssthresh 70, each ACK SACKs one
+ * segment and the sender sends whatever the window lets it.  Linux sends
+ * ceil(70 / 100 x delivered) segments (7 after 10 ACKs) and ends a window later
+ * with 70 in flight; ns-3's TcpPrrRecovery counts each duplicate ACK on top of
+ * what it SACKed, and sends 14 after 10.
+ */
+class LinuxPrrTestCase : public TestCase
+{
+  public:
+    LinuxPrrTestCase()
+        : TestCase("PRR sends ssthresh over cwnd of what the SACKs delivered, as Linux")
+    {
+    }
+
+  private:
+    /** Segments sent after each of `acks` SACKs, and what is in flight at the end. */
+    static std::pair<uint32_t, uint32_t> Sent(Ptr<TcpRecoveryOps> prr, uint32_t acks, uint32_t* inFlight)
+    {
+        auto tcb = CreateObject<TcpSocketState>();
+        tcb->m_segmentSize = kMss;
+        tcb->m_cWnd = 100 * kMss;
+        tcb->m_ssThresh = 70 * kMss;
+        uint32_t flight = 100;
+        uint32_t sent = 0;
+        uint32_t sentAfter10 = 0;
+        for (uint32_t i = 1; i <= acks; ++i)
+        {
+            tcb->m_bytesInFlight = --flight * kMss; // one more segment SACKed
+            if (i == 1)
+            {
+                prr->EnterRecovery(tcb, 3, 100 * kMss, kMss);
+            }
+            else
+            {
+                prr->DoRecovery(tcb, kMss, true);
+            }
+            while (tcb->m_cWnd.Get() >= (flight + 1) * kMss)
+            {
+                prr->UpdateBytesSent(kMss);
+                tcb->m_bytesInFlight = ++flight * kMss;
+                ++sent;
+            }
+            sentAfter10 = i == 10 ? sent : sentAfter10;
+        }
+        *inFlight = flight;
+        return {sentAfter10, sent};
+    }
+
+    void DoRun() override
+    {
+        uint32_t flight = 0;
+        auto [linux10, linux] = Sent(CreateObject<MagnetLinuxPrrRecovery>(), 100, &flight);
+        NS_TEST_ASSERT_MSG_EQ(linux10, 7, "ceil(0.7 x 10) after 10 SACKed segments");
+        NS_TEST_ASSERT_MSG_EQ(linux, 70, "a window delivered: ssthresh sent");
+        NS_TEST_ASSERT_MSG_EQ(flight, 70, "and ssthresh in flight");
+        auto [ns310, ns3] = Sent(CreateObject<TcpPrrRecovery>(), 100, &flight);
+        NS_TEST_ASSERT_MSG_EQ(ns310, 14, "ns-3's TcpPrrRecovery: twice Linux's rate at first");
+    }
+};
+
+/** The linux model runs Linux's CUBIC and PRR; the ns3 model ns-3's own. */
+class LinuxProfileCcTestCase : public TestCase
+{
+  public:
+    LinuxProfileCcTestCase()
+        : TestCase("the linux profile selects MagnetLinuxCubic and MagnetLinuxPrrRecovery")
+    {
+    }
+
+  private:
+    static std::string Default(const std::string& name)
+    {
+        TypeId::AttributeInformation info;
+        TypeId::LookupByName("ns3::TcpL4Protocol").LookupAttributeByName(name, &info);
+        return info.initialValue->SerializeToString(info.checker);
+    }
+
+    void DoRun() override
+    {
+        MagnetTcpConfig tcp;
+        tcp.model = "linux";
+        MagnetTcpProfile(tcp).ApplyDefaults();
+        NS_TEST_ASSERT_MSG_EQ(Default("SocketType"), "ns3::MagnetLinuxCubic", "Linux's CUBIC");
+        NS_TEST_ASSERT_MSG_EQ(Default("RecoveryType"), "ns3::MagnetLinuxPrrRecovery", "Linux's PRR");
+        tcp.cc = "TcpNewReno";
+        MagnetTcpProfile(tcp).ApplyDefaults();
+        NS_TEST_ASSERT_MSG_EQ(Default("SocketType"), "ns3::TcpNewReno", "other controls are ns-3's");
+        tcp.model = "ns3";
+        tcp.cc = "TcpCubic";
+        MagnetTcpProfile(tcp).ApplyDefaults();
+        NS_TEST_ASSERT_MSG_EQ(Default("SocketType"), "ns3::TcpCubic", "the ns3 model: ns-3's CUBIC");
+        NS_TEST_ASSERT_MSG_EQ(Default("RecoveryType"), "ns3::TcpPrrRecovery", "and ns-3's PRR");
+    }
+};
+
+class MagnetLinuxCcTestSuite : public TestSuite
+{
+  public:
+    MagnetLinuxCcTestSuite()
+        : TestSuite("magnet-linux-cc", Type::UNIT)
+    {
+        AddTestCase(new LinuxHystartDelayTestCase, Duration::QUICK);
+        AddTestCase(new LinuxHystartTrainTestCase, Duration::QUICK);
+        AddTestCase(new LinuxPrrTestCase, Duration::QUICK);
+        AddTestCase(new LinuxProfileCcTestCase, Duration::QUICK);
+    }
+};
+
+static MagnetLinuxCcTestSuite g_magnetLinuxCcTestSuite;
+
+} // namespace ns3
