@@ -1,0 +1,42 @@
+"""The ns-3 side of cross=tcp:4 against a committed agreement study (experiments/agreement_ns3.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from magnet.experiments import agreement_ns3
+from magnet.replay import engines
+
+from .conftest import require
+
+COMMITTED = Path(__file__).resolve().parents[1] / "experiments" / "results" / "agreement"
+
+
+def test_vsftpd_standin_is_the_captured_demands_shape():
+    d = agreement_ns3.vsftpd_standin()
+    assert len(d) == 62 and d.total_bytes == 4_000_000
+    assert abs(d.size.mean() - 64516.1) < 0.1
+    assert abs(pd.Series(d.time_ns).diff().mean() / 1e9 - 0.0203) < 1e-9
+
+
+def test_missing_linux_runs_is_a_usage_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "magnet.experiments.agreement_ns3", "--against", str(tmp_path),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--against" in proc.stderr and "runs.csv" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_quick_run_compares_every_cell(tmp_path):
+    why = engines.unavailable("ns-3")
+    require(why is None, f"ns-3: {why}")
+    out = tmp_path / "out"
+    assert agreement_ns3.main(["--quick", "--out", str(out), "--against",
+                               str(COMMITTED)]) == 0
+    cells = pd.read_csv(out / "cells.csv")
+    assert len(cells) == 12 and set(cells["workload"]) == {"paper", "variable", "vsftpd"}
+    cross = pd.read_csv(out / "cross.csv")
+    assert list(cross["engine"]) == ["ns-3", "tcp"] and cross["queue_p50"].between(0, 100).all()
+    assert (out / "phase.csv").is_file() and "Linux not re-run" in (out / "README.md").read_text()
