@@ -39,4 +39,6 @@ def test_quick_run_compares_every_cell(tmp_path):
     assert len(cells) == 12 and set(cells["workload"]) == {"paper", "variable", "vsftpd"}
     cross = pd.read_csv(out / "cross.csv")
     assert list(cross["engine"]) == ["ns-3", "tcp"] and cross["queue_p50"].between(0, 100).all()
+    chains = pd.read_csv(out / "chains.csv")
+    assert list(chains["stack"]) == [1, 2] and list(chains["lead_s"]) == [1.0, 2.5]
     assert (out / "phase.csv").is_file() and "Linux not re-run" in (out / "README.md").read_text()
