@@ -137,7 +137,7 @@ MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
     InstallDemux();
 
     MagnetAppReplayHelper helper(demand);
-    helper.SetAttribute("TcpVariant", StringValue(tcp.cc));
+    helper.SetAttribute("TcpVariant", StringValue(MagnetTcpProfile(tcp).CongestionControl()));
     helper.SetAttribute("Protocol", TypeIdValue(MagnetTcpProfile(tcp).SocketFactory()));
     helper.SetAttribute("ReadSize", UintegerValue(tcp.readSize));
     helper.SetAttribute("OpenLoop", BooleanValue(m_openLoop));

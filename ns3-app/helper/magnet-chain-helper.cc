@@ -159,7 +159,7 @@ MagnetChain::BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4Ad
     stack.sink = DynamicCast<MagnetSinkApplication>(sinks.Install(receiver).Get(0));
     stack.sink->SetSocketAttribute("SegmentSize", segment);
     MagnetReplayHelper replay(m_profile.SocketFactory().GetName(), InetSocketAddress(stack.path.receiverAddress, kPort));
-    replay.SetAttribute("TcpVariant", StringValue(m_config.tcp.cc));
+    replay.SetAttribute("TcpVariant", StringValue(m_profile.CongestionControl()));
     replay.SetAttribute("StartOffset", TimeValue(m_config.startOffset));
     stack.app = DynamicCast<MagnetReplayApplication>(replay.Install(sender).Get(0));
     stack.app->SetSocketAttribute("SegmentSize", segment);

@@ -176,6 +176,13 @@ MagnetTcpProfile::SocketFactory() const
     return m_tcp.Linux() ? MagnetLinuxTcpSocketFactory::GetTypeId() : TcpSocketFactory::GetTypeId();
 }
 
+std::string
+MagnetTcpProfile::CongestionControl() const
+{
+    const std::string cc = Ns3Name(m_tcp.cc);
+    return m_tcp.Linux() && cc == "ns3::TcpCubic" ? "ns3::MagnetLinuxCubic" : cc;
+}
+
 void
 MagnetTcpProfile::ApplyDefaults() const
 {
@@ -185,8 +192,7 @@ MagnetTcpProfile::ApplyDefaults() const
     const bool timeout = !tcp.delAckTimeout.IsStrictlyNegative();
     // The linux model's CUBIC and PRR are Linux's (ns-3's TcpCubic and TcpPrrRecovery differ:
     // MagnetLinuxCubic, MagnetLinuxPrrRecovery); other congestion controls are ns-3's.
-    const std::string cc = linux && Ns3Name(tcp.cc) == "ns3::TcpCubic" ? "ns3::MagnetLinuxCubic" : Ns3Name(tcp.cc);
-    Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(CongestionControl())));
     SetDefaultOr("ns3::TcpL4Protocol::RecoveryType", linux, TypeIdValue(MagnetLinuxPrrRecovery::GetTypeId()));
     Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(!tcp.nagle));
     Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(tcp.sack));

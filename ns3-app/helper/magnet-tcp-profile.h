@@ -77,6 +77,10 @@ class MagnetTcpProfile
     /** The socket factory applications must be given (their Protocol attribute). */
     TypeId SocketFactory() const;
 
+    /** The congestion control applications must be given (their TcpVariant attribute): the
+     *  linux model's CUBIC is MagnetLinuxCubic, every other one ns-3's. */
+    std::string CongestionControl() const;
+
     /** What new sockets get now, as (setting, value): to state what was used. */
     std::vector<std::pair<std::string, std::string>> Settings() const;
 

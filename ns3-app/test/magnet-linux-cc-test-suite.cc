@@ -213,6 +213,8 @@ class LinuxProfileCcTestCase : public TestCase
         MagnetTcpProfile(tcp).ApplyDefaults();
         NS_TEST_ASSERT_MSG_EQ(Default("SocketType"), "ns3::MagnetLinuxCubic", "Linux's CUBIC");
         NS_TEST_ASSERT_MSG_EQ(Default("RecoveryType"), "ns3::MagnetLinuxPrrRecovery", "Linux's PRR");
+        NS_TEST_ASSERT_MSG_EQ(MagnetTcpProfile(tcp).CongestionControl(), "ns3::MagnetLinuxCubic",
+                              "the replay's own sockets too (their TcpVariant)");
         tcp.cc = "TcpNewReno";
         MagnetTcpProfile(tcp).ApplyDefaults();
         NS_TEST_ASSERT_MSG_EQ(Default("SocketType"), "ns3::TcpNewReno", "other controls are ns-3's");
@@ -220,6 +222,7 @@ class LinuxProfileCcTestCase : public TestCase
         tcp.cc = "TcpCubic";
         MagnetTcpProfile(tcp).ApplyDefaults();
         NS_TEST_ASSERT_MSG_EQ(Default("SocketType"), "ns3::TcpCubic", "the ns3 model: ns-3's CUBIC");
+        NS_TEST_ASSERT_MSG_EQ(MagnetTcpProfile(tcp).CongestionControl(), "ns3::TcpCubic", "for its replays too");
         NS_TEST_ASSERT_MSG_EQ(Default("RecoveryType"), "ns3::TcpPrrRecovery", "and ns-3's PRR");
     }
 };
