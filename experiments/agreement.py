@@ -415,7 +415,7 @@ MECHANISMS = {
     "cc=bbr": "ns-3's TcpBbr is not Linux's bbr (its gains, its probing of the RTT and of the bandwidth "
               "of an application-limited flow)",
     "cross=tcp:4": "the four bulk flows' sawtooth: a transfer's throughput depends on when it starts against "
-                   "it (ns-3 on vsftpd: 2.3-7.5 Mbit/s over 12 start times, Linux 2.7-4.5 in 4 runs), and "
+                   "it (ns-3 on vsftpd: 2.4-6.3 Mbit/s over 12 start times, Linux 2.7-4.5 in 4 runs), and "
                    "ns-3, deterministic, meets the same phase at every stack; the queue the flows hold agrees "
                    "since the profile has Linux's CUBIC and PRR (results/agreement/README.md, ns-3 re-run)",
     "cross=pareto:50%": "the same datagrams in both engines; Linux's sender leaves some late (udpsched's "
