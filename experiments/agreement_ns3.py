@@ -13,10 +13,19 @@ mean gap; ns-3's rows did not depend on its gaps).  ns-3 draws no random number 
 cross traffic, so the cross traffic's lead (the replay starts that long after the flows)
 is what moves a run: --leads scans it for the stand-in's first stack, --chains runs the
 offline chain one stack at a time, each stack with its own lead.
+
+    python -m magnet.experiments.agreement_ns3 --map [--spread] [--settings ...] [--workloads ...]
+
+--map re-runs the ns-3 side of every (setting, workload, run) the committed runs.csv holds
+(its seeds, 15 s demands, 4 stacks; vsftpd as the stand-in above) and scores the cells as
+the study does (agreement.cells: the same metrics, 10 % and 25 %), against the committed
+Linux rows; --spread also against spread/runs.csv's Linux runs (3-run medians, seeds
+1..3).  While the --quiet-file exists, it waits between runs.
 """
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +48,18 @@ def options(argv):
                    help="vsftpd's stand-in through chains of stacks, each with its own lead, s "
                         "(';' between chains, ',' between stacks)")
     p.add_argument("--work", type=Path, help="keep every run's files here (default: a temporary directory)")
+    p.add_argument("--map", action="store_true", help="the whole map against the committed Linux runs (only)")
+    p.add_argument("--spread", action="store_true", help="with --map: also against spread/runs.csv")
+    p.add_argument("--settings", help="with --map: only these settings (default: every one runs.csv holds)")
+    p.add_argument("--workloads", help="with --map: only these workloads (default: every one runs.csv holds)")
+    p.add_argument("--quiet-file", type=Path,
+                   help="with --map: wait between runs while this file exists (a shared machine's pause)")
     common.add_tcp_model(p)
     args = common.parse(p, argv)
+    names = [s.name for s in modmap.SETTINGS]
+    args.settings = common.choices(p, "--settings", args.settings or ",".join(names), names)
+    args.workloads = common.choices(p, "--workloads", args.workloads or ",".join(modmap.WORKLOADS),
+                                    modmap.WORKLOADS)
     args.cross_duration = 10.0 if args.quick else 30.0
     try:
         args.leads = [float(x) for x in args.leads.split(",")]
@@ -140,8 +159,113 @@ def chains(args, work: Path):
     return pd.DataFrame(rows)
 
 
+# ------------------------------------------------------------ the whole map ---
+STANDIN = "vsftpd (ns-3: stand-in)"     # the heat map's label of the stand-in's rows
+
+
+def linux_runs(args, study: str):
+    """The committed Linux rows (stack >= 0) of runs.csv ("map") or spread/runs.csv."""
+    import pandas as pd
+    path = args.against / ("runs.csv" if study == "map" else "spread/runs.csv")
+    runs = pd.read_csv(path)
+    runs = runs[(runs["engine"] == "tcp") & runs["setting"].isin(args.settings)
+                & runs["workload"].isin(args.workloads)]
+    return runs.assign(study=study)
+
+
+def wait_while_quiet(args) -> None:
+    while args.quiet_file and args.quiet_file.exists():
+        time.sleep(10)
+
+
+def rerun_map(args, work: Path, linux):
+    """ns-3's chain for every (setting, workload, seed) the Linux rows hold, each once."""
+    import pandas as pd
+    from magnet.replay import engines
+    settings = {s.name: s for s in modmap.SETTINGS}
+    todo = linux[["setting", "workload", "seed"]].drop_duplicates().values.tolist()
+    frames = []
+    for name, workload, seed in common.progress(todo, "agreement_ns3 map"):
+        wait_while_quiet(args)
+        setting = settings[name]
+        demand = vsftpd_standin() if workload == "vsftpd" else modmap.demand_of(workload, 15.0, int(seed), None)
+        where = work / f"map-{name.replace('/', '_')}-{workload}-{seed}"
+        out = engines.run("ns-3", demand, modmap.scenario_of(setting, 4, int(seed)), where,
+                          **engines.options_for("ns-3", args.tcp_model))
+        frames.append(modmap.rows_of(out, {"engine": "ns-3", "workload": workload, "setting": name,
+                                           "factor": setting.factor, "seed": int(seed)}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def score(ns3, linux):
+    """agreement.cells over ns-3's re-run rows and the committed Linux rows of one study
+    (ns-3's run r is the one with Linux's run r's seed)."""
+    import pandas as pd
+    runs = linux[["setting", "workload", "seed", "run"]].drop_duplicates()
+    ns3 = ns3.merge(runs, on=["setting", "workload", "seed"])
+    return agreement.cells(pd.concat([ns3, linux.drop(columns="study")], ignore_index=True))
+
+
+def moved(table, committed):
+    """Each cell beside the committed study's: its worst metric before and now."""
+    old = committed[["setting", "workload", "stack", "worst", "worst_pct", "agrees"]]
+    both = table.merge(old, on=["setting", "workload", "stack"], suffixes=("", "_committed"), how="left")
+    both = both[both["agrees"] != both["agrees_committed"]]
+    return both[["setting", "workload", "stack", "worst_committed", "worst_pct_committed", "worst", "worst_pct",
+                 "agrees"]]
+
+
+def summary(table) -> str:
+    t = agreement.targets(table)
+    return (f"{t['agree']} of {t['cells']} cells ({t['agree_pct']:.0f} %) within {agreement.TARGET_PCT:g} %, "
+            f"{t['over_ceiling']} beyond {agreement.CEILING_PCT:g} %, the worst: {t['worst']}") if t else "no cells"
+
+
+def map_body(args, results, ns3, linux) -> str:
+    """Per Linux study: the score with and without vsftpd's stand-in, the cells that crossed
+    10 % since the committed study, agreement's own section (misses, every cell), the heat map."""
+    import pandas as pd
+    ns3.to_csv(results.path("map-runs.csv"), index=False)
+    out = []
+    for study in ("map", "spread") if args.spread else ("map",):
+        table = score(ns3, linux[linux["study"] == study])
+        table.to_csv(results.path(f"{study}-cells.csv"), index=False)
+        out += [f"## Against {'runs.csv (Linux run 1)' if study == 'map' else 'spread/runs.csv (Linux 3-run medians)'}",
+                "", f"- with vsftpd's stand-in: **{summary(table)}**",
+                f"- the study's own demands only (vsftpd left out): {summary(table[table['workload'] != 'vsftpd'])}",
+                ""]
+        if study == "map":
+            committed = pd.read_csv(args.against / "cells.csv")
+            out += ["### Cells that crossed 10 % since the committed study", "",
+                    results.table("map-moved", moved(table, committed), "{:.1f}"), ""]
+        out += [agreement.map_section(table).replace("## The map, cell by cell", "### Cell by cell"), "",
+                f"![heat map]({study}-heatmap.png)", ""]
+        results.figure(agreement.heatmap(table.replace({"workload": {"vsftpd": STANDIN}})), f"{study}-heatmap")
+    return "\n".join(out)
+
+
+def main_map(args) -> int:
+    import pandas as pd
+    results = common.Results("agreement_ns3", args)
+    linux = pd.concat([linux_runs(args, "map")] + ([linux_runs(args, "spread")] if args.spread else []))
+    if linux.empty:
+        common.gate(False, f"--against {args.against}: no Linux runs of {','.join(args.settings)} "
+                           f"x {','.join(args.workloads)}")
+    with common.workspace(args, "magnet-agreement-ns3-") as work:
+        ns3 = rerun_map(args, work, linux)
+    body = [f"ns-3 ({args.tcp_model} profile) re-run on every cell of the committed study in {args.against}, "
+            "scored by agreement.cells against its Linux runs (Linux not re-run). vsftpd's demand was captured "
+            f"live and is not kept: its rows are ns-3 on the stand-in ({VSFTPD_WRITES} writes of "
+            f"{VSFTPD_BYTES // VSFTPD_WRITES:,} B, {VSFTPD_GAP_NS / 1e6:g} ms apart) against Linux on the real "
+            "server, and each score is given with and without them.", "", map_body(args, results, ns3, linux)]
+    print(results.write("The ns-3 side of the whole map against committed Linux runs", "\n".join(body)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = options(argv)
+    if args.map:
+        return main_map(args)
     results = common.Results("agreement_ns3", args)
     with common.workspace(args, "magnet-agreement-ns3-") as work:
         cross = cross_rows(args, work)

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from magnet.experiments import agreement_ns3
 from magnet.replay import engines
@@ -42,3 +43,24 @@ def test_quick_run_compares_every_cell(tmp_path):
     chains = pd.read_csv(out / "chains.csv")
     assert list(chains["stack"]) == [1, 2] and list(chains["lead_s"]) == [1.0, 2.5]
     assert (out / "phase.csv").is_file() and "Linux not re-run" in (out / "README.md").read_text()
+
+
+def test_map_rescores_a_cell_against_the_committed_linux_runs(tmp_path):
+    why = engines.unavailable("ns-3")
+    require(why is None, f"ns-3: {why}")
+    out = tmp_path / "out"
+    assert agreement_ns3.main(["--map", "--settings", "base", "--workloads", "paper", "--out", str(out),
+                               "--against", str(COMMITTED)]) == 0
+    cells = pd.read_csv(out / "map-cells.csv")
+    assert list(cells["stack"]) == [1, 2, 3, 4] and set(cells["setting"]) == {"base"}
+    ns3 = pd.read_csv(out / "map-runs.csv").set_index("stack")
+    linux = pd.read_csv(COMMITTED / "runs.csv")
+    linux = linux[(linux["engine"] == "tcp") & (linux["setting"] == "base") & (linux["workload"] == "paper")]
+    linux = linux.set_index("stack")
+    for short, col in agreement_ns3.METRICS.items():      # ns-3 over Linux, stack by stack
+        expected = 100 * (ns3.loc[cells["stack"], col].values / linux.loc[cells["stack"], col].values - 1)
+        assert cells[f"{short}_diff_pct"].values == pytest.approx(expected, abs=1e-9)
+    halved = agreement_ns3.score(ns3.reset_index(), linux.reset_index().assign(
+        study="map", throughput_bps=linux["throughput_bps"].values * 2))
+    assert (halved["throughput_diff_pct"] < -40).all() and not halved["agrees"].any()
+    assert "Linux not re-run" in (out / "README.md").read_text()
