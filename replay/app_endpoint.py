@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from .endpoint import Spill, add_tcp_args, cookie, tune
-from .pacing import Pacer, now_ns, tight_timer_slack
+from .pacing import Pacer, now_ns, realtime, tight_timer_slack
 from .schedule import AppPlan
 
 SEND, CLOSE, RESET = 1, 2, 3            # magnetlib.app_demand's row kinds
@@ -533,16 +533,6 @@ class Side:
         for name in ("sent", "received", "cookie", "port"):
             np.save(record / f"{name}.npy", np.array([getattr(c, name) for c in self.conns], np.int64)
                     if name != "cookie" else np.array([c.cookie for c in self.conns], np.uint64))
-
-
-def realtime(priority: int) -> bool:
-    """SCHED_FIFO at `priority` (below the link emulator's 20), where allowed: a process
-    of the machine's ordinary load then never holds this side's CPU at a due time."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-        return True
-    except OSError:
-        return False
 
 
 def peak_rss_kib() -> int:

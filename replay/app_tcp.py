@@ -34,10 +34,9 @@ from .errors import ReplayError
 from .pacing import now_ns
 from .scenario import Scenario
 from .schedule import AppPlan
-from .tcp import Lab, TcpOptions, Work, describe, prepare
+from .tcp import PACER_PRIORITY, Lab, TcpOptions, Work, describe, prepare
 
 DEADLINE_SLACK_S = 60.0            # beyond 3x the demand's span (or its bytes at the path's rate)
-SIDE_PRIORITY = 10                 # SCHED_FIFO of the sides: below the link emulator's
 
 
 @dataclass
@@ -150,7 +149,7 @@ def _start(lab: Lab, side: str, ns, mine: str, peer: str, control: socket.socket
     if open_loop:
         cmd.append("--open-loop")
     if lab.options.realtime:
-        cmd.append(f"--realtime={SIDE_PRIORITY}")
+        cmd.append(f"--realtime={PACER_PRIORITY}")
 
     def preexec():
         wire._die_with_parent(9)

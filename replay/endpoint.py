@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from .linuxtcp import available_cc
-from .pacing import Pacer, now_ns, tight_timer_slack
+from .pacing import Pacer, now_ns, realtime, tight_timer_slack
 
 SO_COOKIE = 57
 EAGAIN = -11
@@ -434,6 +434,8 @@ def parse_args(argv=None):
     p.add_argument("--record", required=True, type=_record_dir, help="where the record goes (a directory)")
     p.add_argument("--lead-ms", type=float, default=200.0,
                    help="time zero of the writes: this long after the connection is set up")
+    p.add_argument("--realtime", type=int, default=0, metavar="PRIORITY",
+                   help="run under SCHED_FIFO at this priority where allowed (0: no)")
     add_tcp_args(p)
     return p.parse_args(argv)
 
@@ -451,12 +453,13 @@ def add_tcp_args(p) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     tight_timer_slack()
+    fifo = realtime(args.realtime) if args.realtime else False
     try:
         result = run_relay(args) if args.role == "relay" else run_replayer(args)
     except (OSError, PeerClosed) as e:
         result, status = {"error": f"{args.role}: {getattr(e, 'strerror', None) or e}"}, 1
     else:
-        status = 0
+        result["sched_fifo"], status = fifo, 0
     print(json.dumps(result), flush=True)
     return status
 

@@ -58,6 +58,7 @@ TOOLS = ("ip",)
 SUBNET = "10.202"
 # Device names FAMILY<pid>t<k>x fit IFNAMSIZ for a pid of 7 digits (pid_max 4194304) up to k = 99.
 MAX_STACKS = 99
+PACER_PRIORITY = 10                # SCHED_FIFO of the pacing ends: below the link emulator's
 
 
 @dataclass
@@ -69,7 +70,7 @@ class TcpOptions:
     concurrent: bool = False           # both directions at their trace times (Tmix CONC)
     send_only: bool = False            # drop the demand's other direction
     new_data_only: bool = True         # offline: the next stack's writes leave retransmissions out
-    realtime: bool = True              # the emulators under SCHED_FIFO where allowed
+    realtime: bool = True              # the emulators and pacers under SCHED_FIFO where allowed
     cross_warmup_s: float = 1.0        # cross traffic runs this long before a stack starts
     lead_ms: float = 200.0
     family: str = "mgrp"               # names of namespaces, devices, cgroups: FAMILY<pid>...
@@ -262,6 +263,8 @@ class Lab:
     def start(self, ns: str | None, role: str, args: list[str], session) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "magnet.replay.endpoint", role, *args,
                f"--lead-ms={self.options.lead_ms}", *self.linux.endpoint_args]
+        if role == "initiator" and self.options.realtime:     # the pacer: on time under load
+            cmd.append(f"--realtime={PACER_PRIORITY}")
 
         def preexec():
             wire._die_with_parent(signal.SIGKILL)
@@ -286,6 +289,12 @@ class Lab:
         except workers.WorkerError as e:
             raise ReplayError(role, str(e)) from None
         return int(words[0]) if words else None
+
+    def note_pacer(self, result: dict) -> None:
+        """Say once when the pacer could not have SCHED_FIFO: its writes are late under load."""
+        note = "SCHED_FIFO refused: the writes were paced under normal scheduling (late under load)"
+        if self.options.realtime and not result.get("sched_fifo") and note not in self.notes:
+            self.notes.append(note)
 
     @staticmethod
     def finish(proc: subprocess.Popen, role: str, timeout: float) -> dict:
@@ -505,6 +514,7 @@ def run_offline(lab: Lab, demand: Demand, progress) -> list[StackRun]:
             session = lab.session([k], f"stack-{k}")
             with lab.capturing(session):
                 ini, acc, work = run_pair(lab, k, demand, session)
+        lab.note_pacer(ini)
         ini_rec, acc_rec = record_of(work, "initiator-record"), record_of(work, "acceptor-record")
         trace = lab.out / f"stack-{k}.magnet" if lab.method == "bpf" else None
         send, recv, trace, new = wire_of(lab, k, ini, trace, (acc_rec["reads"], ini_rec["reads"]),
@@ -582,6 +592,7 @@ def run_relay(lab: Lab, demand: Demand, progress) -> list[StackRun]:
 def relay_stacks(lab: Lab, work: Work, ini: dict, relays: dict, sink: dict, demand: Demand,
                  session) -> list[StackRun]:
     n = lab.scenario.stacks
+    lab.note_pacer(ini)
     records = {k: record_of(work, f"relay-{k}-record") for k in relays}
     ini_rec, sink_rec = record_of(work, "initiator-record"), record_of(work, "acceptor-record")
     senders = [ini] + [relays[k]["downstream"] for k in range(1, n)]
