@@ -26,8 +26,11 @@ log_dest stderr
 
 # The subscriber first; the publisher once the broker has acknowledged the subscription
 # (its SUBACK in the subscriber's debug output, line-buffered by stdbuf), so that no
-# message is published unheard.
+# message is published unheard.  The previous run's sub.out goes first: the shell truncates
+# it in the forked subscriber, and the loop below could read its old SUBACK before that
+# (twice in a fidelity study: the publisher connected first and one message went unheard).
 CLIENT = """cd "{dir}"
+rm -f sub.out
 stdbuf -oL {sub} -h "$MAGNET_SERVER" -p {port} -t {topic} -q 0 -C {n} -W 120 -d > sub.out &
 sub=$!
 tries=0
