@@ -115,8 +115,7 @@ MagnetAppScenario::DemuxCounts() const
 MagnetAppRunResult
 MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
 {
-    MagnetChain(m_config).ApplyDefaults();
-    RngSeedManager::SetRun(1);
+    MagnetChain(m_config).ApplyDefaults(); // and the draws of stack 1
     const MagnetPathConfig& pathConfig = m_config.PathOf(1);
     const MagnetTcpConfig& tcp = m_config.tcp;
     NodeContainer nodes;
@@ -205,8 +204,7 @@ MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
 std::pair<MagnetCost, uint64_t>
 MagnetAppScenario::RunReference(const MagnetAppDemand& demand, Time until)
 {
-    MagnetChain(m_config).ApplyDefaults();
-    RngSeedManager::SetRun(1);
+    MagnetChain(m_config).ApplyDefaults(); // and the draws of stack 1
     const MagnetPathConfig& pathConfig = m_config.PathOf(1);
     const TypeId factory = MagnetTcpProfile(m_config.tcp).SocketFactory();
     NodeContainer nodes;

@@ -97,9 +97,12 @@ class MagnetChain
     /**
      * Make the chain's TCP settings the defaults, ns-3's own where the chain sets
      * none (Run does it too; Config::SetDefault persists in the process).  The
-     * segment size is per stack, set on each stack's sockets.
+     * segment size is per stack, set on each stack's sockets.  Selects stack 1's draws.
      */
     void ApplyDefaults() const;
+
+    /** Make ns-3's random numbers from now on those of the config's seed and stack k. */
+    void SelectDraws(uint32_t k) const;
 
     /** The TCP settings new sockets get now, as (setting, value): to state what was used. */
     std::vector<std::pair<std::string, std::string>> TcpSettings() const;

@@ -27,6 +27,7 @@
 #include "ns3/point-to-point-helper.h"
 #include "ns3/pointer.h"
 #include "ns3/random-variable-stream.h"
+#include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
 #include "ns3/tcp-socket-factory.h"
@@ -34,6 +35,7 @@
 #include "ns3/traffic-control-helper.h"
 #include "ns3/uinteger.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -422,6 +424,68 @@ class MagnetGilbertElliottTestCase : public TestCase
     }
 };
 
+/**
+ * The chain's seeds give independent draws: a 1 % loss model under seed 2 or 3 loses
+ * other packets than under seed 1 (as independent draws would, about 1 % of them), and
+ * seed 1's draws are what they were (run k of seed 1).
+ */
+class MagnetSeedTestCase : public TestCase
+{
+  public:
+    MagnetSeedTestCase()
+        : TestCase("seeds: independent loss draws for each seed, seed 1 unchanged")
+    {
+    }
+
+  private:
+    static std::vector<bool> Losses(uint32_t seed, uint32_t run, uint32_t n)
+    {
+        MagnetChainConfig config;
+        config.seed = seed;
+        MagnetChain(config).SelectDraws(run);
+        auto model = CreateObjectWithAttributes<RateErrorModel>(
+            "ErrorRate", DoubleValue(0.01), "ErrorUnit", StringValue("ERROR_UNIT_PACKET"));
+        model->AssignStreams(7); // each run of a chain numbers its models' streams alike
+        std::vector<bool> lost(n);
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            lost[i] = model->IsCorrupt(Create<Packet>(100));
+        }
+        return lost;
+    }
+
+    void DoRun() override
+    {
+        const uint32_t n = 20000;
+        std::vector<bool> first = Losses(1, 1, n);
+        uint32_t lostFirst = std::count(first.begin(), first.end(), true);
+        NS_TEST_ASSERT_MSG_EQ_TOL(lostFirst / double(n), 0.01, 0.002, "seed 1 loses about 1 %");
+        for (uint32_t seed : {2U, 3U})
+        {
+            std::vector<bool> other = Losses(seed, 1, n);
+            uint32_t both = 0;
+            for (uint32_t i = 0; i < n; ++i)
+            {
+                both += first[i] && other[i];
+            }
+            // Independent draws share 1 % of seed 1's ~200 losses (2, at most 10 by chance).
+            NS_TEST_ASSERT_MSG_LT(both, 10U, "seed " << seed << " loses " << both << " of seed 1's "
+                                                    << lostFirst << " packets too");
+        }
+        // Seed 1's draws are ns-3's seed 1, run k, as before the seeds were made independent.
+        RngSeedManager::SetSeed(1);
+        RngSeedManager::SetRun(2);
+        auto plain = CreateObject<UniformRandomVariable>();
+        plain->SetStream(7);
+        double expected = plain->GetValue();
+        MagnetChainConfig config;
+        MagnetChain(config).SelectDraws(2);
+        auto chosen = CreateObject<UniformRandomVariable>();
+        chosen->SetStream(7);
+        NS_TEST_ASSERT_MSG_EQ(chosen->GetValue(), expected, "seed 1, stack 2: ns-3's seed 1, run 2");
+    }
+};
+
 // ----------------------------------------------------------- cross traffic ---
 
 /** MagnetPoissonApplication: its mean rate, and exponential gaps (coefficient of variation 1). */
@@ -730,6 +794,7 @@ class MagnetReplayTestSuite : public TestSuite
         AddTestCase(new MagnetChainTestCase(true), Duration::QUICK);
         AddTestCase(new MagnetHugeWriteTestCase, Duration::QUICK);
         AddTestCase(new MagnetGilbertElliottTestCase, Duration::QUICK);
+        AddTestCase(new MagnetSeedTestCase, Duration::QUICK);
         AddTestCase(new MagnetPoissonTestCase, Duration::QUICK);
         AddTestCase(new MagnetCrossTrafficTestCase("2 bulk TCP flows fill it", "tcp:2", 0.93, 0.07, 30),
                     Duration::QUICK);
