@@ -6,6 +6,8 @@
 #include "ns3/socket-factory.h"
 #include "ns3/tcp-socket-base.h"
 
+#include <deque>
+
 namespace ns3
 {
 
@@ -25,7 +27,8 @@ namespace ns3
  *   an ACK at once when the application has read everything and a pushed
  *   segment was among it (tcp_cleanup_rbuf, tcp_measure_rcv_mss); a missed
  *   delayed ACK doubling ato; ping-pong mode when this end answers within
- *   ato.  A write's last byte carries a tag that stands for the PSH flag.
+ *   ato.  A segment holding a write's last byte carries a tag that stands
+ *   for the PSH flag (added as it leaves; the sender keeps the writes' ends).
  * - **Nagle** as Minshall's variant (tcp_nagle_check): a short segment is
  *   held only while an earlier short segment is unacknowledged.
  * - **RTT and RTO**: samples from each segment's send time, to the
@@ -148,6 +151,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void RearmRto();
     void LossProbe();
     uint32_t PerMss() const;
+    /** Tx trace: tag a data segment that holds a write's last byte (Pushed). */
+    void MarkPushed(Ptr<const Packet> packet, const TcpHeader& header, Ptr<const TcpSocketBase> socket);
 
     // Attributes
     Time m_tick;           //!< the kernel's jiffy (HZ = 250: 4 ms)
@@ -208,6 +213,9 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     SequenceNumber32 m_tlpHighSeq; //!< a probe is out for this episode (tlp_high_seq)
     bool m_probeOut{false};
     bool m_sendingProbe{false};
+    uint64_t m_written{0};             //!< bytes the application has written
+    std::deque<uint64_t> m_writeEnds;  //!< stream offsets of the ends of unacknowledged writes
+    bool m_pushTraced{false};          //!< MarkPushed is connected to this socket's Tx trace
 };
 
 /**

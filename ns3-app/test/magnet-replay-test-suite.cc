@@ -5,7 +5,8 @@
  * path is not the bottleneck, bytes conserved when TCP's buffer is full, and
  * through chains of stacks (offline and live); writes beyond 2^32 bytes; and
  * the models of the paths: Gilbert-Elliott loss, the Poisson source, cross
- * traffic sharing a bottleneck, jitter that keeps order.  Run: magnet-replay-test
+ * traffic sharing a bottleneck, jitter that keeps order; PSH on write ends
+ * in the Linux profile.  Run: magnet-replay-test
  * (magnet's build: TestRunner options apply, e.g. --verbose), or ns-3's test.py
  * --suite=magnet-replay in an ns-3 tree.
  */
@@ -14,6 +15,7 @@
 #include "magnet-gilbert-elliott-error-model.h"
 #include "magnet-poisson-application.h"
 #include "magnet-replay-helper.h"
+#include "magnet-tcp-profile.h"
 
 #include "ns3/boolean.h"
 #include "ns3/config.h"
@@ -22,14 +24,17 @@
 #include "ns3/inet-socket-address.h"
 #include "ns3/internet-stack-helper.h"
 #include "ns3/ipv4-global-routing-helper.h"
+#include "ns3/ipv4-header.h"
 #include "ns3/packet-sink-helper.h"
 #include "ns3/packet-sink.h"
 #include "ns3/point-to-point-helper.h"
+#include "ns3/ppp-header.h"
 #include "ns3/pointer.h"
 #include "ns3/random-variable-stream.h"
 #include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
+#include "ns3/tcp-header.h"
 #include "ns3/tcp-socket-factory.h"
 #include "ns3/test.h"
 #include "ns3/traffic-control-helper.h"
@@ -39,6 +44,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <cstring>
 #include <fstream>
 #include <unistd.h>
@@ -781,6 +787,117 @@ class MagnetAppAcceptOnFinTestCase : public TestCase
     }
 };
 
+// --------------------------------------------------- PSH on the Linux profile ---
+
+/**
+ * Over the Linux profile, every write due at once (the buffer always full, so
+ * TCP cuts segments across writes) and 2 % loss: a data segment arrives
+ * pushed exactly when it holds the last byte of a Send() (a write, or the part
+ * of one that filled the buffer: Linux's tcp_sendmsg pushes before it waits
+ * for space), retransmissions too.
+ */
+class MagnetPushedWriteEndsTestCase : public TestCase
+{
+  public:
+    MagnetPushedWriteEndsTestCase()
+        : TestCase("linux profile: a segment is pushed iff it holds a Send()'s end, resent ones too")
+    {
+    }
+
+  private:
+    uint64_t m_written{0};
+    std::set<uint64_t> m_ends; //!< stream offsets just past each Send()
+    SequenceNumber32 m_isn;
+    uint64_t m_high{0};        //!< end of the furthest data received
+    uint32_t m_segments{0}, m_pushed{0}, m_resent{0}, m_wrong{0};
+
+    void OnWrite(uint32_t bytes, Time due)
+    {
+        m_ends.insert(m_written += bytes);
+    }
+
+    void OnMacRx(Ptr<const Packet> frame)
+    {
+        Ptr<Packet> p = frame->Copy();
+        PppHeader ppp;
+        Ipv4Header ip;
+        TcpHeader tcp;
+        p->RemoveHeader(ppp);
+        p->RemoveHeader(ip);
+        p->RemoveHeader(tcp);
+        if (tcp.GetDestinationPort() != 9)
+        {
+            return; // the receiver's ACKs
+        }
+        if (tcp.GetFlags() & TcpHeader::SYN)
+        {
+            m_isn = tcp.GetSequenceNumber();
+        }
+        if (p->GetSize() == 0)
+        {
+            return;
+        }
+        uint64_t start = tcp.GetSequenceNumber() - m_isn - 1;
+        auto next = m_ends.upper_bound(start);
+        bool end = next != m_ends.end() && *next <= start + p->GetSize();
+        bool pushed = false;
+        for (ByteTagIterator it = p->GetByteTagIterator(); it.HasNext();)
+        {
+            pushed = pushed || it.Next().GetTypeId().GetName() == "ns3::MagnetPushTag";
+        }
+        m_segments++;
+        m_pushed += pushed;
+        m_resent += start < m_high; // the link keeps order: earlier data is resent data
+        m_high = std::max(m_high, start + p->GetSize());
+        m_wrong += pushed != end;
+    }
+
+    void DoRun() override
+    {
+        MagnetTcpProfile profile{MagnetTcpConfig{}};
+        profile.ApplyDefaults();
+        Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
+        NodeContainer nodes;
+        nodes.Create(2);
+        MagnetTcpProfile::InstallStack(nodes);
+        PointToPointHelper p2p;
+        p2p.SetDeviceAttribute("DataRate", StringValue("10Mbps"));
+        p2p.SetChannelAttribute("Delay", StringValue("10ms"));
+        NetDeviceContainer devices = p2p.Install(nodes);
+        Ipv4AddressHelper ip("10.9.0.0", "255.255.255.0");
+        Ipv4InterfaceContainer addresses = ip.Assign(devices);
+        auto loss = CreateObject<RateErrorModel>();
+        loss->SetAttribute("ErrorRate", DoubleValue(0.02));
+        loss->SetAttribute("ErrorUnit", StringValue("ERROR_UNIT_PACKET"));
+        devices.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(loss));
+        devices.Get(1)->TraceConnectWithoutContext("MacRx",
+                                                   MakeCallback(&MagnetPushedWriteEndsTestCase::OnMacRx, this));
+
+        MagnetDemand demand = RandomDemand(3000, 2895, 0, 11);
+        for (auto& write : demand)
+        {
+            write.timeNs = 0;
+        }
+        std::string factory = profile.SocketFactory().GetName();
+        MagnetReplayHelper replay(factory, InetSocketAddress(addresses.GetAddress(1), 9));
+        replay.SetDemand(demand);
+        replay.SetAttribute("TcpVariant", StringValue(profile.CongestionControl()));
+        MagnetSinkHelper sinks(factory, InetSocketAddress(Ipv4Address::GetAny(), 9));
+        replay.Install(nodes.Get(0)).Get(0)->TraceConnectWithoutContext(
+            "Write", MakeCallback(&MagnetPushedWriteEndsTestCase::OnWrite, this));
+        auto sink = DynamicCast<MagnetSinkApplication>(sinks.Install(nodes.Get(1)).Get(0));
+        Simulator::Run();
+
+        NS_TEST_ASSERT_MSG_EQ(sink->GetTotalRx(), MagnetDemandBytes(demand), "every byte delivered");
+        NS_TEST_ASSERT_MSG_GT(m_ends.size(), demand.size(), "writes that waited for space were split");
+        NS_TEST_ASSERT_MSG_GT(m_resent, 10, "segments were retransmitted");
+        NS_TEST_ASSERT_MSG_GT(m_pushed, m_segments / 4, "many segments end writes");
+        NS_TEST_ASSERT_MSG_LT(m_pushed, m_segments, "not every segment does");
+        NS_TEST_ASSERT_MSG_EQ(m_wrong, 0, "pushed exactly when holding a Send()'s end");
+        Simulator::Destroy();
+    }
+};
+
 class MagnetReplayTestSuite : public TestSuite
 {
   public:
@@ -810,6 +927,7 @@ class MagnetReplayTestSuite : public TestSuite
         AddTestCase(new MagnetJitterTestCase, Duration::QUICK);
         AddTestCase(new MagnetAppReplayTestCase, Duration::QUICK);
         AddTestCase(new MagnetAppAcceptOnFinTestCase, Duration::QUICK);
+        AddTestCase(new MagnetPushedWriteEndsTestCase, Duration::QUICK); // last: it sets the profile's defaults
     }
 };
 
