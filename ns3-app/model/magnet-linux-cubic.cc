@@ -291,8 +291,7 @@ MagnetLinuxCubic::PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked [[ma
         m_delayMin = delay;
     }
     const uint32_t cwnd = Segments(tcb->m_cWnd, tcb->m_segmentSize);
-    if (!m_found && m_hystart && cwnd < Segments(tcb->m_ssThresh, tcb->m_segmentSize) &&
-        cwnd >= m_hystartLowWindow)
+    if (!m_found && m_hystart && cwnd < Segments(tcb->m_ssThresh, tcb->m_segmentSize))
     {
         HystartUpdate(tcb, delay);
     }
@@ -305,7 +304,13 @@ MagnetLinuxCubic::HystartUpdate(Ptr<TcpSocketState> tcb, uint32_t delay)
     {
         HystartReset(tcb);
     }
+    // Rounds follow the flights from the first ACK on; the exits wait for a window
+    // of hystart_low_window (Linux 6.14: a round started there ends mid-flight).
     const uint32_t cwnd = Segments(tcb->m_cWnd, tcb->m_segmentSize);
+    if (cwnd < m_hystartLowWindow)
+    {
+        return;
+    }
     // ACK train: closely spaced ACKs of one round lasting over half the least RTT (unpaced).
     uint32_t now = NowUs();
     if (static_cast<int32_t>(now - m_lastAck) <= static_cast<int32_t>(kHystartAckDeltaUs))

@@ -22,6 +22,10 @@ namespace ns3
  *   (unpaced); TcpCubic waits for a whole min RTT.
  * - HyStart's samples: Linux's are each ACK's RTT; TcpSocketBase passes the
  *   smoothed RTT; here each ACK's (TcpSocketState::m_lastRtt).
+ * - HyStart's rounds: since Linux 6.14 a round starts at the first ACK after
+ *   the last one's data, from the connection's first ACK on; only the exits
+ *   wait for a window of 16.  A round first started at a window of 16 ends
+ *   mid-flight and its ACK train breaks at the gap between flights.
  * - slow start stops at ssthresh, the rest of the ACK goes to congestion
  *   avoidance; the CUBIC target is recomputed at most once a jiffy (and only
  *   after HZ/32 with an unchanged window); the window may grow by more than one

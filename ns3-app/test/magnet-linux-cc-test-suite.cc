@@ -16,6 +16,7 @@
 #include "ns3/tcp-socket-state.h"
 #include "ns3/test.h"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 
@@ -129,6 +130,82 @@ class LinuxHystartTrainTestCase : public TestCase
 };
 
 /**
+ * Slow start from the initial window of 10 over a 60 ms path whose link
+ * carries a segment every 0.5 ms: each ACK (of one segment) grows the window by
+ * one and sends two, so round k is a train of 10 x 2^(k-1) ACKs 0.5 ms apart,
+ * with a gap before the next.  The RTT samples are held at the path's 60 ms
+ * (the queue the doubling builds is left out), so that only the ACK train can
+ * end slow start.  Returns the window it ended at (0: not within `acks`).
+ */
+uint32_t
+HystartTrainExitWindow(Ptr<TcpCongestionOps> cc, uint32_t acks)
+{
+    Ptr<TcpSocketState> tcb = SlowStartTcb(10);
+    tcb->m_highTxMark = SequenceNumber32(1);
+    tcb->m_isCwndLimited = true;
+    cc->Init(tcb); // established, nothing sent yet
+    uint32_t sent = 0;
+    Time linkFree; // when the link has carried what was sent so far
+    uint32_t exitWindow = 0;
+    std::function<void(uint32_t)> ack;
+    auto send = [&](uint32_t count) {
+        for (uint32_t n = 0; n < count && sent < acks; ++n)
+        {
+            ++sent;
+            linkFree = std::max(linkFree, Simulator::Now()) + MicroSeconds(500);
+            uint32_t seq = sent;
+            Simulator::Schedule(linkFree + MicroSeconds(59500) - Simulator::Now(), [&ack, seq]() { ack(seq); });
+        }
+        tcb->m_highTxMark = SequenceNumber32(1 + sent * kMss);
+    };
+    ack = [&](uint32_t i) {
+        if (exitWindow)
+        {
+            return;
+        }
+        tcb->m_lastAckedSeq = SequenceNumber32(1 + i * kMss);
+        tcb->m_lastRtt = MilliSeconds(60);
+        cc->PktsAcked(tcb, 1, MilliSeconds(60));
+        if (tcb->m_ssThresh.Get() != std::numeric_limits<uint32_t>::max())
+        {
+            exitWindow = tcb->m_ssThresh.Get() / kMss;
+            return;
+        }
+        cc->IncreaseWindow(tcb, 1);
+        send(2);
+    };
+    send(10);
+    Simulator::Run();
+    Simulator::Destroy();
+    return exitWindow;
+}
+
+/**
+ * HyStart's rounds follow the flights from the connection's first ACK, also
+ * while the window is below hystart_low_window (tcp_cubic.c since Linux 6.14,
+ * "fix incorrect HyStart round start detection"): the third round's train (40
+ * ACKs over 19.5 ms) is too short, the fourth's (80 over 39.5 ms) passes
+ * (60 + 1) / 2 ms at its 63rd ACK, at a window of 80 + 62.  Rounds started at
+ * the first ACK with a window of 16 end mid-flight, and their trains break at
+ * the gaps between flights.
+ */
+class LinuxHystartRoundsTestCase : public TestCase
+{
+  public:
+    LinuxHystartRoundsTestCase()
+        : TestCase("HyStart's rounds start with the connection's first ACK, as Linux 6.14+")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        uint32_t window = HystartTrainExitWindow(CreateObject<MagnetLinuxCubic>(), 600);
+        NS_TEST_ASSERT_MSG_EQ(window, 142U, "the ACK train 31 ms into the fourth round");
+    }
+};
+
+/**
  * PRR with SACK: a window of 100 segments, ssthresh 70, each ACK SACKs one
  * segment and the sender sends whatever the window lets it.  Linux sends
  * ceil(70 / 100 x delivered) segments (7 after 10 ACKs) and ends a window later
@@ -235,6 +312,7 @@ class MagnetLinuxCcTestSuite : public TestSuite
     {
         AddTestCase(new LinuxHystartDelayTestCase, Duration::QUICK);
         AddTestCase(new LinuxHystartTrainTestCase, Duration::QUICK);
+        AddTestCase(new LinuxHystartRoundsTestCase, Duration::QUICK);
         AddTestCase(new LinuxPrrTestCase, Duration::QUICK);
         AddTestCase(new LinuxProfileCcTestCase, Duration::QUICK);
     }
