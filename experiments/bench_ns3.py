@@ -7,14 +7,22 @@ the link rate) go through one stack and through four (20 Mb/s, 30 ms, the
 chain's defaults), every stack recorded as a magnet trace.  In the same
 process the chain then moves each stack's bytes with BulkSendApplication over
 an identical link (write size = that stack's mean write), unrecorded.  Target:
-replay cost <= 1.2x BulkSend.  A run without traces (and its own
-BulkSend reference) shows what the recording costs, and one with every write
-due at time 0 (back-to-back, as BulkSend writes) what variable-size writes cost
-ns-3's TCP.  Reported: wall and CPU time of each phase (the target is judged
-on CPU time, which is not inflated by waiting for a CPU; on the shared 2-core
-machine both still vary by up to +-25% from run to run), replayed writes per second,
-peak resident memory of each phase (VmHWM, reset between phases; the bulk
-phase's includes what the process still holds).
+the replay within 1.3x BulkSend's time for the same bytes, in every row.  A run
+without traces (and its own BulkSend reference) shows what the recording costs,
+and one with every write due at time 0 (back-to-back, as BulkSend writes, the
+send buffer always full) what variable-size writes cost ns-3's TCP.
+
+Which time: the target is judged on the simulations' CPU time (user + system
+of the process while each phase ran).  A simulation is one thread, so on an idle
+machine its wall time equals its CPU time; on the shared 2-core machine the wall
+time also counts the time spent waiting for a CPU, which depends on what else
+runs, and the two phases of a run (replay, then BulkSend) do not see the same
+load.  The wall ratio is reported beside it; both still vary by up to +-25 %
+from run to run, so compare medians of several runs.  Reported: wall and CPU
+time of each phase, replayed writes per second, the replay's Send() calls per
+write (a write that finds the send buffer full goes in parts, one per freed
+space), peak resident memory of each phase (VmHWM, reset between phases; the
+bulk phase's includes what the process still holds).
 --quick: 100k writes.
 """
 from __future__ import annotations
@@ -33,7 +41,7 @@ import numpy as np
 from . import common
 
 NAME = "bench-ns3"
-TARGET_RATIO = 1.2               # replay CPU time at most this many times BulkSend's
+TARGET_RATIO = 1.3               # replay time at most this many times BulkSend's (CPU time judged)
 LOAD = 0.7
 RATE, RATE_BPS = "20Mbps", 20e6
 
@@ -76,7 +84,8 @@ def row(label: str, s: dict) -> dict:
     replay_cpu = sum(st["cpu_s"] for st in s["stacks"])
     bulk_cpu = sum(b["cpu_s"] for b in s["bulk_reference"])
     return {"run": label, "stacks": len(s["stacks"]), "writes": writes,
-            "segments": sum(st["dev_send"] for st in s["stacks"]), "replay_s": replay,
+            "segments": sum(st["dev_send"] for st in s["stacks"]),
+            "sends_per_write": sum(st["send_calls"] for st in s["stacks"]) / writes, "replay_s": replay,
             "writes_per_s": writes / replay, "bulk_s": bulk, "ratio": replay / bulk,
             "replay_cpu_s": replay_cpu, "bulk_cpu_s": bulk_cpu, "cpu_ratio": replay_cpu / bulk_cpu,
             "rss_mib": s["peak_rss"] / 2**20,
