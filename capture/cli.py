@@ -319,7 +319,7 @@ def lost_reason(trace: Trace, ended_early: bool) -> str:
     if ended_early:
         return "the capture stopped early"
     if trace.meta.capture_method == "preload":
-        return ("calls a process never returned from (killed, or ended by another thread), "
+        return ("sends a process never returned from (killed, or ended by another thread), "
                 "and records its spool had no room for (a full disk)")
     return "raise --buffer or lower --drain-delay"
 

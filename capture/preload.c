@@ -653,10 +653,10 @@ static void snapshot(int fd, bool active_open, struct magnet_ext *e)
 }
 
 /* A data call on an fd: its socket's id (FD_IGNORED: not a socket we
- * record; FD_UNKNOWN: not known yet) and, for a traced socket, the slot of its
- * record, claimed before the call and marked PRELOAD_PENDING (preload.h): a
- * call the process never returns from (SIGKILL, exit() in another thread)
- * becomes a LOST record in the merge instead of nothing. */
+ * record; FD_UNKNOWN: not known yet) and, for a send on a traced socket, the
+ * slot of its record, claimed before the call and marked PRELOAD_PENDING
+ * (preload.h): a send the process never returns from (SIGKILL, exit() in
+ * another thread) becomes a LOST record in the merge instead of nothing. */
 struct call {
 	__u64 id;
 	__u32 slot;			/* NO_SLOT: none claimed (the chunk was full: claimed after) */
@@ -672,12 +672,12 @@ static __attribute__((noinline)) void begin_traced(int fd, struct call *c, bool 
 
 	if (c->id == FD_UNKNOWN)
 		c->id = learn(fd, -1, 0);
-	if (c->id == FD_UNKNOWN || c->id == FD_IGNORED)
-		return;
+	if (c->id == FD_UNKNOWN || c->id == FD_IGNORED || !marker)
+		return;		/* without a marker the record takes its slot when the call returns */
 	c->held = true;
 	t->depth++;		/* its handlers must not change chunks under the claimed slot */
 	barrier();
-	if (!marker || !take_slot(t, &i))
+	if (!take_slot(t, &i))
 		return;
 	slot_at(t, i)->event = PRELOAD_PENDING;
 	barrier();
@@ -739,8 +739,13 @@ static __attribute__((always_inline)) inline ssize_t end_call(int fd, struct cal
 	return ret;
 }
 
-/* A call on `fd` made by `call`, recorded as `event`. */
-#define CALL(fd, event, made) ({ struct call _c = begin_call(fd, true); end_call(fd, &_c, event, made); })
+/* A call on `fd` made by `call`, recorded as `event`. Only a send is marked
+ * pending while it is under way: its data can reach the peer though the
+ * process never returns from it. A receive that never returns gave the
+ * application nothing, and a server killed while it waits in recv() is the
+ * common case, not a loss. */
+#define CALL(fd, event, made) ({ struct call _c = begin_call(fd, (event) == MAGNET_SOCK_SEND); \
+				 end_call(fd, &_c, event, made); })
 
 /* One record per message, as the kernel's tracepoint sees them; one for a
  * failure. Learnt after the call, without a pending marker: a call that

@@ -11,9 +11,9 @@
  * killed. The chunk starts zeroed and a record's timestamp (never 0) is
  * stored last: slots after the last record are unused; a 0 timestamp
  * before it is a record that was being written when the process died. A
- * call on a socket claims its slot before it is made, marked with the event
+ * send on a socket claims its slot before it is made, marked with the event
  * PRELOAD_PENDING and timestamp 1, and stores its record there (the event
- * last) when it returns: a slot still pending is a call the process never
+ * last) when it returns: a slot still pending is a send the process never
  * returned from (killed, or ended by another thread). The merge counts both
  * kinds in a LOST record. */
 #ifndef MAGNET_PRELOAD_H

@@ -8,6 +8,7 @@ connection, keyed by socket cookie (SO_COOKIE, the trace's sockid):
     python preload_app.py threads --threads 8
     python preload_app.py http --fetches 3   # curl against python -m http.server
     python preload_app.py pending --end kill # ends while a thread is inside send()
+    python preload_app.py pending --call recv # ... inside recv(), waiting for data
 """
 from __future__ import annotations
 
@@ -224,7 +225,11 @@ def curl(url: str) -> dict:
 def pending(args) -> None:
     """A thread sends 8 MB in one call; the peer reads 1 MB of it, then the
     process ends (SIGKILL, or _exit from the main thread) while that call is
-    still inside the kernel. Writes the sender's cookie before it ends."""
+    still inside the kernel. Writes the sender's cookie before it ends.
+    --call recv: a thread waits in recv() on a connection nobody writes to
+    when the process ends; writes that socket's cookie."""
+    if args.call == "recv":
+        return pending_recv(args)
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)   # small buffers: the send blocks
     listener.bind(("127.0.0.1", 0))
@@ -240,6 +245,21 @@ def pending(args) -> None:
     time.sleep(0.2)
     with open(args.out, "w") as f:
         json.dump({"cookie": cookie(sender), "received": received}, f)
+    end(args)
+
+
+def pending_recv(args) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    waiter = socket.create_connection(listener.getsockname())
+    peer, _ = listener.accept()
+    threading.Thread(target=waiter.recv, args=(65536,), daemon=True).start()
+    time.sleep(0.2)                     # the thread is inside recv()
+    with open(args.out, "w") as f:
+        json.dump({"cookie": cookie(waiter), "received": 0}, f)
+    end(args)
+
+
+def end(args) -> None:
     if args.end == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     os._exit(0)
@@ -262,6 +282,7 @@ def main() -> int:
     h.add_argument("--dir")
     e = sub.add_parser("pending")
     e.add_argument("--end", choices=("kill", "exit"), default="kill")
+    e.add_argument("--call", choices=("send", "recv"), default="send")
     for s in (f, c, t, h, e):
         s.add_argument("--out")
     args = p.parse_args()

@@ -307,8 +307,23 @@ def test_a_call_the_process_never_returns_from_is_lost_not_missing(library, tmp_
     assert app["received"] >= 1_000_000
     assert "sends" not in per_stream(trace).get(app["cookie"], {})
     assert trace.scan.lost == 1
-    assert "calls a process never returned from" in proc.stdout_text
+    assert "sends a process never returned from" in proc.stdout_text
     assert "--buffer" not in proc.stdout_text and "--drain-delay" not in proc.stdout_text
+
+
+@pytest.mark.parametrize("end", ["kill", "exit"])
+def test_a_receive_the_process_never_returns_from_is_not_a_loss(library, tmp_path, end):
+    """A thread waiting in recv() when the process is SIGKILLed or _exits: the
+    application received nothing, so no record and no LOST (a server stopped
+    while it waits for a request is the common case; it counted one LOST)."""
+    out, app_out = tmp_path / "p.magnet", tmp_path / "app.json"
+    proc = run_magnet("capture", "--preload", "-o", out, "--", sys.executable, PRELOAD_APP, "pending",
+                      "--call", "recv", "--end", end, "--out", app_out)
+    assert proc.returncode == (128 + 9 if end == "kill" else 0), proc.stderr_text
+    app = json.loads(app_out.read_text())
+    trace = magnetlib.open(out).check()
+    assert "recvs" not in per_stream(trace).get(app["cookie"], {})
+    assert trace.scan.lost == 0 and "LOST" not in proc.stdout_text
 
 
 @pytest.fixture
