@@ -63,7 +63,7 @@ void
 MagnetLinkLog::OnEnqueue(Ptr<const Packet> packet)
 {
     // The queue already holds it: what it found is the rest.
-    m_open[packet->GetUid()] = m_records.size();
+    m_waiting.push_back(m_records.size());
     Add(packet, m_queue->GetNPackets() - 1, m_queue->GetNBytes() - packet->GetSize());
 }
 
@@ -76,33 +76,32 @@ MagnetLinkLog::OnDrop(Ptr<const Packet> packet)
 void
 MagnetLinkLog::OnDequeue(Ptr<const Packet> packet)
 {
-    auto it = m_open.find(packet->GetUid());
-    if (it != m_open.end())
+    if (!m_waiting.empty())
     {
-        Record& r = m_records[it->second];
+        Record& r = m_records[m_waiting.front()];
         r.waitNs = (Simulator::Now() - m_before).GetNanoSeconds() - r.arrivalNs;
+        m_flying.push_back(m_waiting.front());
+        m_waiting.pop_front();
     }
 }
 
 void
 MagnetLinkLog::OnArrive(Ptr<const Packet> packet)
 {
-    auto it = m_open.find(packet->GetUid());
-    if (it != m_open.end())
+    if (!m_flying.empty())
     {
-        m_records[it->second].departureNs = (Simulator::Now() + m_after).GetNanoSeconds();
-        m_open.erase(it);
+        m_records[m_flying.front()].departureNs = (Simulator::Now() + m_after).GetNanoSeconds();
+        m_flying.pop_front();
     }
 }
 
 void
 MagnetLinkLog::OnLoss(Ptr<const Packet> packet)
 {
-    auto it = m_open.find(packet->GetUid());
-    if (it != m_open.end())
+    if (!m_flying.empty())
     {
-        m_records[it->second].reason = kRandomLoss;
-        m_open.erase(it);
+        m_records[m_flying.front()].reason = kRandomLoss;
+        m_flying.pop_front();
     }
 }
 

@@ -8,8 +8,8 @@
 #include "ns3/queue.h"
 
 #include <cstdint>
+#include <deque>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace ns3
@@ -69,7 +69,10 @@ class MagnetLinkLog
     Time m_before;
     Time m_after;
     std::vector<Record> m_records;
-    std::unordered_map<uint64_t, size_t> m_open; //!< packet uid -> its record, until it is out
+    // The queue and the link keep order, so records are matched by it: a packet's uid
+    // does not tell it apart (TCP's segments of one write share the write's).
+    std::deque<size_t> m_waiting; //!< records of the packets in the queue, in order
+    std::deque<size_t> m_flying;  //!< ... of those on the link, in order
 };
 
 } // namespace ns3
