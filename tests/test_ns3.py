@@ -9,6 +9,7 @@ import csv
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import magnetlib
 from magnetlib import demand as demand_mod
 from magnetlib import synth
 from magnetlib.format import Clock, Event
-from magnet.replay import ns3, report
+from magnet.replay import linkem, linklog, ns3, report
 from magnet.replay.ns3 import Ns3Options
 from magnet.replay.scenario import Path as NetPath, Scenario, Tcp, cross
 from magnetlib import knobs
@@ -295,6 +296,44 @@ def test_loss_at_the_bottleneck_bernoulli_and_bursty(programs, ftp_demand, tmp_p
         rates[text] = s["bottleneck_loss_drops_own"] / s["dev_send"]
     assert 0.01 < rates["2%"] < 0.03, rates
     assert 0.015 < rates["ge:1%/25%"] < 0.07, rates      # few bursts in 2200 packets: wide
+
+
+@pytest.fixture(scope="session")
+def linkem_draws(tmp_path_factory):
+    """linkem's own loss decisions for a direction's seed: tests/linkem_draws.c over
+    linkem's core.c, one bool per packet that passed the queue."""
+    exe = tmp_path_factory.mktemp("linkem-draws") / "linkem_draws"
+    subprocess.run(["gcc", "-O2", "-std=gnu11", f"-I{linkem.SOURCE}", str(Path(__file__).with_name("linkem_draws.c")),
+                    str(linkem.SOURCE / "core.c"), "-o", str(exe)], check=True)
+
+    def draws(seed: int, n: int, loss: knobs.Loss, jitter_ns: int = 0) -> np.ndarray:
+        args = [loss.p, loss.r, loss.bad, loss.good] if loss.bursty else [loss.p]
+        out = subprocess.run([str(exe), str(seed), str(n), *map(repr, args)], env={"JITTER_NS": str(jitter_ns)},
+                             check=True, capture_output=True, text=True).stdout.strip()
+        return np.frombuffer(out.encode(), np.uint8) == ord("1")
+    return draws
+
+
+@pytest.mark.parametrize("loss, extra", [("2%", {"rate_bps": 2_000_000, "queue": knobs.Queue(4)}),
+                                         ("ge:1%/25%", {}), ("2%", {"jitter_ns": 5_000_000})],
+                         ids=["bernoulli-queue-drops", "gilbert-elliott", "bernoulli-jitter"])
+def test_loss_draws_are_linkems(programs, ftp_demand, linkem_draws, tmp_path, loss, extra):
+    """Stack k of seed S loses the packets linkem's core loses with stack k's seed S + k
+    (replay/wan.py), its forward direction seeded 2 (S + k): of the packets that left the
+    bottleneck's queue, the same ones in the same order; a packet the queue dropped draws
+    nothing in either (linkem draws after the queue), a packet that got through also draws
+    its jitter."""
+    chain = Scenario(stacks=2, path=(NetPath(loss=knobs.loss(loss), **extra),), seed=3)
+    run = ns3.run_chain(ftp_demand[1], tmp_path, chain, Ns3Options(link_log=True), programs=programs)
+    for k in (1, 2):
+        reason = linklog.read_file(tmp_path / f"stack-{k}.linklog")["reason"]
+        drawn = reason[reason != linklog.REASONS.index("queue drop")]
+        lost = drawn == linklog.REASONS.index("random loss")
+        assert lost.sum() > 5 and lost.sum() == run.stack(k)["bottleneck_loss_drops"]
+        np.testing.assert_array_equal(lost, linkem_draws(2 * (3 + k), len(drawn), knobs.loss(loss),
+                                                         extra.get("jitter_ns", 0)))
+        if "queue" in extra:
+            assert len(drawn) < len(reason)                  # the queue dropped some
 
 
 def test_cross_traffic_shares_the_bottleneck(programs, ftp_demand, tmp_path):

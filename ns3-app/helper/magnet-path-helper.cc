@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-path-helper.h"
 
-#include "magnet-gilbert-elliott-error-model.h"
 #include "magnet-jitter-channel.h"
+#include "magnet-linkem-loss-model.h"
 #include "magnet-poisson-application.h"
 #include "magnet-tcp-profile.h"
 #include "magnet-udp-schedule-application.h"
 #include "magnet-units.h"
 
+#include "ns3/boolean.h"
 #include "ns3/bulk-send-helper.h"
 #include "ns3/config.h"
 #include "ns3/data-rate.h"
@@ -100,11 +101,11 @@ MagnetLossConfig::Describe() const
 {
     if (!Bursty())
     {
-        return Percent(p) + " (Bernoulli, RateErrorModel)";
+        return Percent(p) + " (Bernoulli, linkem's draws: MagnetLinkemLossModel)";
     }
     return Percent(Mean()) + " on average (Gilbert-Elliott: good->bad " + Percent(p) +
            ", bad->good " + Percent(r) + ", loss " + Percent(bad) + " bad, " + Percent(good) +
-           " good; MagnetGilbertElliottErrorModel)";
+           " good; linkem's draws: MagnetLinkemLossModel)";
 }
 
 // ------------------------------------------------------------------ path ---
@@ -360,8 +361,9 @@ Join(Ptr<PointToPointNetDevice> a, Ptr<PointToPointNetDevice> b, Ptr<PointToPoin
 
 } // namespace
 
-MagnetPathHelper::MagnetPathHelper(MagnetPathConfig config)
-    : m_config(std::move(config))
+MagnetPathHelper::MagnetPathHelper(MagnetPathConfig config, uint64_t seed)
+    : m_config(std::move(config)),
+      m_seed(seed)
 {
 }
 
@@ -404,28 +406,29 @@ MagnetPathHelper::Link(Ptr<Node> a, Ptr<Node> b, uint32_t hop, Ipv4AddressHelper
     auto rx = c.duplex ? Device(b, rate, c.queue, c.mtu) : Device(b, kFastRate, kFastQueue, c.mtu);
     if (c.loss.Mean() > 0)
     {
-        rx->SetReceiveErrorModel(Errors());
+        rx->SetReceiveErrorModel(Errors(false));
     }
     auto tx = Device(a, rate, c.queue, c.mtu);
     if (c.duplex && c.loss.Mean() > 0)
     {
-        tx->SetReceiveErrorModel(Errors()); // the reverse direction's loss, its own draws
+        tx->SetReceiveErrorModel(Errors(true)); // the reverse direction's loss, its own draws
     }
     return Join(tx, rx, channel, ip);
 }
 
 Ptr<ErrorModel>
-MagnetPathHelper::Errors() const
+MagnetPathHelper::Errors(bool reverse) const
 {
+    // Received by the far end of the link: the packets that left the queue, in order,
+    // as linkem draws for the packets that passed its queue.  linkem draws jitter from
+    // the same generator, both ways (the reverse direction has jitter but no loss
+    // unless duplex).
     const MagnetLossConfig& loss = m_config.loss;
-    if (loss.Bursty())
-    {
-        return CreateObjectWithAttributes<MagnetGilbertElliottErrorModel>(
-            "P", DoubleValue(loss.p), "R", DoubleValue(loss.r),
-            "LossBad", DoubleValue(loss.bad), "LossGood", DoubleValue(loss.good));
-    }
-    return CreateObjectWithAttributes<RateErrorModel>(
-        "ErrorRate", DoubleValue(loss.p), "ErrorUnit", StringValue("ERROR_UNIT_PACKET"));
+    return CreateObjectWithAttributes<MagnetLinkemLossModel>(
+        "Seed", UintegerValue(MagnetLinkemLossModel::DirectionSeed(m_seed, reverse)),
+        "GilbertElliott", BooleanValue(loss.Bursty()), "P", DoubleValue(loss.p),
+        "R", DoubleValue(loss.Bursty() ? loss.r : 1.0), "LossBad", DoubleValue(loss.bad),
+        "LossGood", DoubleValue(loss.good), "JitterDraws", BooleanValue(m_config.jitter.IsStrictlyPositive()));
 }
 
 MagnetPath

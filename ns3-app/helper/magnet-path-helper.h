@@ -109,7 +109,11 @@ class MagnetPathHelper
     static constexpr const char* kFastRate = "10Gbps";   //!< the hops that are not the bottleneck
     static constexpr const char* kFastQueue = "100000p"; //!< ... never drop
 
-    explicit MagnetPathHelper(MagnetPathConfig config);
+    /**
+     * `seed`: linkem's --seed for this path (replay/wan.py gives stack k of a
+     * scenario's seed S the seed S + k); the loss draws are linkem's for it.
+     */
+    explicit MagnetPathHelper(MagnetPathConfig config, uint64_t seed = 1);
 
     /** The path from `sender` to `receiver` (routers made here), addresses from `ip`. */
     MagnetPath Install(Ptr<Node> sender, Ptr<Node> receiver, Ipv4AddressHelper& ip) const;
@@ -119,9 +123,10 @@ class MagnetPathHelper
 
   private:
     NetDeviceContainer Link(Ptr<Node> a, Ptr<Node> b, uint32_t hop, Ipv4AddressHelper& ip) const;
-    Ptr<ErrorModel> Errors() const; //!< a new loss model of the path's loss
+    Ptr<ErrorModel> Errors(bool reverse) const; //!< a direction's loss model, linkem's draws
 
     MagnetPathConfig m_config;
+    uint64_t m_seed;
 };
 
 /**

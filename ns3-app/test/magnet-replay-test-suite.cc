@@ -4,7 +4,7 @@
  * demand files in either byte order, writes issued at trace times when the
  * path is not the bottleneck, bytes conserved when TCP's buffer is full, and
  * through chains of stacks (offline and live); writes beyond 2^32 bytes; and
- * the models of the paths: Gilbert-Elliott loss, the Poisson source, cross
+ * the models of the paths: linkem's loss draws, the Poisson source, cross
  * traffic sharing a bottleneck, jitter that keeps order; PSH on write ends
  * in the Linux profile.  Run: magnet-replay-test
  * (magnet's build: TestRunner options apply, e.g. --verbose), or ns-3's test.py
@@ -12,7 +12,7 @@
  */
 #include "magnet-app-replay-helper.h"
 #include "magnet-chain-helper.h"
-#include "magnet-gilbert-elliott-error-model.h"
+#include "magnet-linkem-loss-model.h"
 #include "magnet-poisson-application.h"
 #include "magnet-replay-helper.h"
 #include "magnet-tcp-profile.h"
@@ -383,23 +383,58 @@ class MagnetHugeWriteTestCase : public TestCase
 
 // ------------------------------------------------------------ loss models ---
 
-/** The Gilbert-Elliott chain loses packets at its long-run rate, in bursts of 1/R on average. */
-class MagnetGilbertElliottTestCase : public TestCase
+/**
+ * linkem's loss draws (MagnetLinkemLossModel): Bernoulli at its rate, the Gilbert-Elliott
+ * chain at its long-run rate in bursts of 1/R, its draws the seed's, again after Reset.
+ * That they are linkem's own, decision for decision, tests/test_ns3.py checks against
+ * linkem's core.c.
+ */
+class MagnetLinkemLossTestCase : public TestCase
 {
   public:
-    MagnetGilbertElliottTestCase()
-        : TestCase("Gilbert-Elliott loss: long-run rate, burst length, Bernoulli within a state")
+    MagnetLinkemLossTestCase()
+        : TestCase("linkem's loss: Bernoulli rate, Gilbert-Elliott rate and bursts, seeded draws")
     {
     }
 
   private:
+    static Ptr<MagnetLinkemLossModel> Model(uint64_t seed, bool ge, double p, double r, double bad,
+                                            double good)
+    {
+        return CreateObjectWithAttributes<MagnetLinkemLossModel>(
+            "Seed", UintegerValue(seed), "GilbertElliott", BooleanValue(ge), "P", DoubleValue(p),
+            "R", DoubleValue(r), "LossBad", DoubleValue(bad), "LossGood", DoubleValue(good));
+    }
+
+    static std::vector<bool> Draw(Ptr<MagnetLinkemLossModel> model, uint32_t n)
+    {
+        std::vector<bool> lost(n);
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            lost[i] = model->IsCorrupt(Create<Packet>(100));
+        }
+        return lost;
+    }
+
     void DoRun() override
     {
-        auto ge = CreateObjectWithAttributes<MagnetGilbertElliottErrorModel>(
-            "P", DoubleValue(0.01), "R", DoubleValue(0.25), "LossBad", DoubleValue(1.0),
-            "LossGood", DoubleValue(0.0));
-        ge->AssignStreams(11);
         const uint32_t n = 400000;
+        auto bernoulli = Model(4, false, 0.01, 1, 1, 0);
+        std::vector<bool> first = Draw(bernoulli, n);
+        double rate = std::count(first.begin(), first.end(), true) / double(n);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rate, 0.01, 0.001, "Bernoulli at 1 %");
+        bernoulli->Reset();
+        NS_TEST_ASSERT_MSG_EQ((Draw(bernoulli, n) == first), true, "Reset: the seed's draws again");
+        std::vector<bool> other = Draw(Model(5, false, 0.01, 1, 1, 0), n);
+        uint32_t both = 0;
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            both += first[i] && other[i];
+        }
+        // Independent seeds share 1 % of the ~4000 losses (40); related draws would share more.
+        NS_TEST_ASSERT_MSG_LT(both, 80U, "seeds 4 and 5 share " << both << " losses");
+
+        auto ge = Model(6, true, 0.01, 0.25, 1.0, 0.0);
         uint32_t lost = 0;
         uint32_t bursts = 0;
         bool previous = false;
@@ -412,26 +447,20 @@ class MagnetGilbertElliottTestCase : public TestCase
         }
         double expected = 0.01 / (0.01 + 0.25); // 3.85 %
         NS_TEST_ASSERT_MSG_EQ_TOL(lost / double(n), expected, 0.1 * expected, "long-run loss rate");
-        NS_TEST_ASSERT_MSG_EQ_TOL(ge->MeanLoss(), expected, 1e-12, "MeanLoss says the same");
         NS_TEST_ASSERT_MSG_EQ_TOL(lost / double(bursts), 4.0, 0.4, "bursts of 1/R = 4 packets");
         NS_TEST_ASSERT_MSG_EQ(ge->GetLost(), lost, "counts its losses");
+        NS_TEST_ASSERT_MSG_EQ(ge->GetPackets(), n, "counts its packets");
 
         // Loss 50 % in the bad state, 1 % in the good one, switching often: a mixture.
-        auto mixed = CreateObjectWithAttributes<MagnetGilbertElliottErrorModel>(
-            "P", DoubleValue(0.5), "R", DoubleValue(0.5), "LossBad", DoubleValue(0.5),
-            "LossGood", DoubleValue(0.01));
-        mixed->AssignStreams(12);
-        uint32_t mixedLost = 0;
-        for (uint32_t i = 0; i < n; ++i)
-        {
-            mixedLost += mixed->IsCorrupt(Create<Packet>(100));
-        }
-        NS_TEST_ASSERT_MSG_EQ_TOL(mixedLost / double(n), 0.255, 0.01, "(50 % + 1 %) / 2");
+        std::vector<bool> mixed = Draw(Model(7, true, 0.5, 0.5, 0.5, 0.01), n);
+        double mixedRate = std::count(mixed.begin(), mixed.end(), true) / double(n);
+        NS_TEST_ASSERT_MSG_EQ_TOL(mixedRate, 0.255, 0.01, "(50 % + 1 %) / 2");
     }
 };
 
 /**
- * The chain's seeds give independent draws: a 1 % loss model under seed 2 or 3 loses
+ * The chain's seeds give independent draws of ns-3's own generator (cross traffic,
+ * jitter; the loss is linkem's): a 1 % loss model under seed 2 or 3 loses
  * other packets than under seed 1 (as independent draws would, about 1 % of them), and
  * seed 1's draws are what they were (run k of seed 1).
  */
@@ -910,7 +939,7 @@ class MagnetReplayTestSuite : public TestSuite
         AddTestCase(new MagnetChainTestCase(false), Duration::QUICK);
         AddTestCase(new MagnetChainTestCase(true), Duration::QUICK);
         AddTestCase(new MagnetHugeWriteTestCase, Duration::QUICK);
-        AddTestCase(new MagnetGilbertElliottTestCase, Duration::QUICK);
+        AddTestCase(new MagnetLinkemLossTestCase, Duration::QUICK);
         AddTestCase(new MagnetSeedTestCase, Duration::QUICK);
         AddTestCase(new MagnetPoissonTestCase, Duration::QUICK);
         AddTestCase(new MagnetCrossTrafficTestCase("2 bulk TCP flows fill it", "tcp:2", 0.93, 0.07, 30),
