@@ -143,7 +143,7 @@ def run_trial(key: str, sig: int, work: Path, *, at_s: float | None = None, fork
         argv = ["strace", "-o", str(log), "-e", "trace=clone,vfork", "-e",
                 f"inject=clone,vfork:signal={signal.Signals(sig).name}:when={fork}", *argv]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None)
+                            preexec_fn=lambda: _start_signals(ignored))
     pid = proc.pid if fork is None else _child(proc.pid)
     handled = None
     if fork is None:
@@ -162,6 +162,14 @@ def run_trial(key: str, sig: int, work: Path, *, at_s: float | None = None, fork
     trial.outcome = _judge(command, trial, proc.returncode, err, handled,
                            None if fork is None else _injected(log, sig), out)
     return trial
+
+
+def _start_signals(sigint_ignored: bool) -> None:
+    """The command's signals at its start: SIGHUP at its default whatever the fuzzer was
+    started under (magnet keeps a SIGHUP ignored by nohup ignored, as it should, so under
+    nohup every SIGHUP trial read as a dropped signal), SIGINT ignored when the trial says."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if sigint_ignored else signal.SIG_DFL)
 
 
 def _judge(command: Command, trial: Trial, status: int, err: str, handled: bool | None,
