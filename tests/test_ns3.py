@@ -61,13 +61,14 @@ def test_ns3_test_suite_passes(programs):
 
 def test_linux_tcp_test_suite_passes(programs):
     """The Linux profile's TestSuite: RTO, ACKs, Nagle, autotuning, tail loss probes (one while
-    the peer sends, none once the tail is SACKed), a loss after the peer's FIN (a segment, the
-    FIN itself), idle restart."""
+    the peer sends, none once the tail is SACKed: RACK's reordering timer resends the hole),
+    RACK resending a lost retransmission one RTT after it, a loss after the peer's FIN (a
+    segment, the FIN itself), idle restart."""
     proc = ns3.run_tests(programs, "--verbose", program="magnet-linux-tcp-test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("PASS magnet-linux-tcp"), proc.stdout
-    assert sum(line.strip().startswith("PASS") for line in lines) == 12, proc.stdout
+    assert sum(line.strip().startswith("PASS") for line in lines) == 13, proc.stdout
 
 
 def test_linux_cc_test_suite_passes(programs):
@@ -456,6 +457,7 @@ def test_tcp_model_linux_gives_linuxs_figures(programs, tmp_path):
     assert settings["InitialCwnd"] == "10" and settings["RecoveryType"] == "ns3::MagnetLinuxPrrRecovery"
     assert settings["SocketType"] == "ns3::MagnetLinuxCubic"
     assert "ato from 0.04s" in settings["DelAck"] and "131072 autotuned up to 33554432" in settings["RcvBuf"]
+    assert settings["Rack"].startswith("on (") and settings["TailLossProbe"] == "true"
 
 
 def test_linux_model_takes_knobs_as_linux_does(programs, ftp_demand, tmp_path):

@@ -259,6 +259,9 @@ MagnetTcpProfile::Settings() const
         {"SndBuf", buffer("SoSndBuf", "WmemDefault", "WmemMax")},
         {"SlowStartAfterIdle", Current(linux, "SlowStartAfterIdle")},
         {"TailLossProbe", Current(linux, "TailLossProbe")},
+        {"Rack", Current(linux, "Rack") == "true"
+                     ? "on (loss when a later-sent segment is delivered; reo_wnd min_rtt/4, 0 in recovery)"
+                     : "off (RFC 6675: three duplicate ACKs or SACKed segments above)"},
     });
     return s;
 }

@@ -2,6 +2,7 @@
 #include "magnet-linux-tcp-socket.h"
 
 #include "magnet-linux-rtt-estimator.h"
+#include "magnet-tx-scoreboard.h"
 
 #include "ns3/boolean.h"
 #include "ns3/double.h"
@@ -12,6 +13,7 @@
 #include "ns3/tag.h"
 #include "ns3/tcp-congestion-ops.h"
 #include "ns3/tcp-l4-protocol.h"
+#include "ns3/tcp-option-sack.h"
 #include "ns3/tcp-option-ts.h"
 #include "ns3/tcp-rate-ops.h"
 #include "ns3/tcp-recovery-ops.h"
@@ -20,6 +22,7 @@
 #include "ns3/uinteger.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace ns3
 {
@@ -40,6 +43,11 @@ constexpr uint32_t kSkbStruct = 256;     // SKB_DATA_ALIGN(sizeof(struct sk_buff
 constexpr uint32_t kInitCwnd = 10;       // TCP_INIT_CWND
 constexpr uint32_t kReorderingPlusOne = 4;
 constexpr uint32_t kPingPongThresh = 1;  // TCP_PINGPONG_THRESH
+constexpr uint32_t kMaxReordering = 300; // tcp_max_reordering
+constexpr int64_t kTimeoutMinUs = 2000;  // TCP_TIMEOUT_MIN_US
+// With RACK, Linux counts no duplicate ACKs (tcp_time_to_recover): a threshold never reached
+// turns off TcpSocketBase's and TcpTxBuffer's (small enough that x segment size fits 32 bits).
+constexpr uint32_t kNoDupThresh = 1U << 20;
 
 /**
  * Marks the last byte of an application's write: a segment holding it is one
@@ -127,6 +135,12 @@ MagnetLinuxTcpSocket::GetTypeId()
                           BooleanValue(true),
                           MakeBooleanAccessor(&MagnetLinuxTcpSocket::m_tlp),
                           MakeBooleanChecker())
+            .AddAttribute("Rack",
+                          "tcp_recovery bit 1 (TCP_RACK_LOSS_DETECTION): RACK detects loss (with "
+                          "SACK); off, ns-3's RFC 6675 rules do.",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&MagnetLinuxTcpSocket::m_rack),
+                          MakeBooleanChecker())
             .AddAttribute("RmemDefault", "tcp_rmem[1]: the receive memory a socket starts with.",
                           UintegerValue(131072),
                           MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_rmemDefault),
@@ -171,6 +185,7 @@ MagnetLinuxTcpSocket::MagnetLinuxTcpSocket(const MagnetLinuxTcpSocket& sock)
       m_quickAckAlways(sock.m_quickAckAlways),
       m_slowStartAfterIdle(sock.m_slowStartAfterIdle),
       m_tlp(sock.m_tlp),
+      m_rack(sock.m_rack),
       m_rmemDefault(sock.m_rmemDefault),
       m_rmemMax(sock.m_rmemMax),
       m_wmemDefault(sock.m_wmemDefault),
@@ -203,6 +218,7 @@ MagnetLinuxTcpSocket::DoDispose()
 {
     Simulator::Cancel(m_delAckTimer);
     Simulator::Cancel(m_probeTimer);
+    Simulator::Cancel(m_reoTimer);
     TcpSocketBase::DoDispose();
 }
 
@@ -210,6 +226,12 @@ const MagnetLinuxTcpSocket::AckStats&
 MagnetLinuxTcpSocket::GetAckStats() const
 {
     return m_stats;
+}
+
+const MagnetLinuxTcpSocket::LossStats&
+MagnetLinuxTcpSocket::GetLossStats() const
+{
+    return m_lossStats;
 }
 
 Time
@@ -944,6 +966,11 @@ MagnetLinuxTcpSocket::SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, boo
         m_lastSeq = seq;
         m_lastLen = sz;
     }
+    if (!fresh && sz)
+    {
+        auto [it, added] = m_retransmitted.emplace(seq, seq + sz);
+        it->second = std::max(it->second, seq + sz);
+    }
     if (sz)
     {
         // tcp_event_data_sent: answering within ato of receiving counts towards ping-pong.
@@ -980,20 +1007,25 @@ MagnetLinuxTcpSocket::CalculateRttSample(const TcpHeader& tcpHeader, const RttHi
 {
     // Linux times each segment from its send (to the microsecond) and uses the
     // timestamp echo (in ms) only for retransmitted data.
+    Time rtt(0);
     if (tcpHeader.GetAckNumber() < rttHistory.seq + SequenceNumber32(rttHistory.count))
     {
-        return Time(0);
+        return rtt;
     }
     if (!rttHistory.retx)
     {
-        return std::max(Simulator::Now() - rttHistory.time, MicroSeconds(1));
+        rtt = std::max(Simulator::Now() - rttHistory.time, MicroSeconds(1));
     }
-    if (m_timestampEnabled && tcpHeader.HasOption(TcpOption::TS))
+    else if (m_timestampEnabled && tcpHeader.HasOption(TcpOption::TS))
     {
         auto ts = DynamicCast<const TcpOptionTS>(tcpHeader.GetOption(TcpOption::TS));
-        return std::max(TcpOptionTS::ElapsedTimeFromTsValue(ts->GetEcho()), MilliSeconds(1));
+        rtt = std::max(TcpOptionTS::ElapsedTimeFromTsValue(ts->GetEcho()), MilliSeconds(1));
     }
-    return Time(0);
+    if (rtt.IsStrictlyPositive())
+    {
+        m_rttSample = rtt; // the last one asked for is the latest segment's (ca_rtt_us)
+    }
+    return rtt;
 }
 
 void
@@ -1004,7 +1036,13 @@ MagnetLinuxTcpSocket::EstimateRtt(const TcpHeader& tcpHeader)
         SequenceNumber32 una = std::max(m_txBuffer->HeadSequence(), tcpHeader.GetAckNumber());
         linux->SetWindow(una, m_tcb->m_highTxMark.Get());
     }
+    m_minRttAtAck = m_minRtt;
+    m_rttSample = Time(0);
     TcpSocketBase::EstimateRtt(tcpHeader);
+    if (m_rttSample.IsStrictlyPositive())
+    {
+        m_minRtt = std::min(m_minRtt, m_rttSample); // tcp_update_rtt_min (its window: 300 s)
+    }
 }
 
 void
@@ -1086,17 +1124,52 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
                                  const SequenceNumber32& oldHeadSequence,
                                  bool receivedData)
 {
+    // tcp_fastretrans_alert with RACK: the segments this ACK shows lost are marked before
+    // TcpSocketBase's recovery steps size the window (PRR counts them out of flight), and
+    // recovery starts once any is lost (TcpSocketBase's own duplicate-ACK entry is off).
+    bool rackTimer = false;
+    m_lostRetrans = false;
+    if (RackOn())
+    {
+        // Linux ends recovery (tcp_try_undo_recovery) before it looks for losses.
+        const auto state = m_tcb->m_congState.Get();
+        m_leavingRecovery = state >= TcpSocketState::CA_RECOVERY && ackNumber >= m_recover;
+        rackTimer = RackMarkLost();
+        m_leavingRecovery = false;
+        BytesInFlight();
+    }
     TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence,
                               receivedData);
+    if (RackOn())
+    {
+        const auto state = m_tcb->m_congState.Get();
+        bool open = state == TcpSocketState::CA_OPEN || state == TcpSocketState::CA_DISORDER ||
+                    state == TcpSocketState::CA_CWR;
+        if (m_txBuffer->GetLost() > 0 && (open || (state == TcpSocketState::CA_LOSS && m_lostRetrans)))
+        {
+            EnterRecoveryRack(currentDelivered); // from Loss: a retransmission was lost again
+        }
+        if (m_tcb->m_congState == TcpSocketState::CA_RECOVERY)
+        {
+            XmitRetransmitQueue();
+        }
+    }
     if (m_probeOut && ackNumber >= m_tlpHighSeq)
     {
         m_probeOut = false; // the probe's episode is over
     }
     SndBufExpand();
-    if (ackNumber > oldHeadSequence)
+    if (rackTimer)
+    {
+        // RACK's reordering timer is the one timer now (FLAG_SET_XMIT_TIMER cleared).
+        Simulator::Cancel(m_probeTimer);
+        m_retxEvent.Cancel();
+    }
+    else if (ackNumber > oldHeadSequence)
     {
         // tcp_set_xmit_timer: an ACK of new data re-arms the probe, else the RTO.
         Simulator::Cancel(m_probeTimer);
+        Simulator::Cancel(m_reoTimer);
         if (!ScheduleLossProbe())
         {
             RearmRto();
@@ -1116,7 +1189,7 @@ MagnetLinuxTcpSocket::RearmRto()
     // In LAST_ACK the FIN is out until its ACK closes the socket (Linux keeps it in the
     // retransmission queue like data).
     bool out = m_tcb->m_highTxMark.Get() > m_txBuffer->HeadSequence() || m_state == LAST_ACK;
-    if (out && !m_retxEvent.IsPending() && !m_probeTimer.IsPending())
+    if (out && !m_retxEvent.IsPending() && !m_probeTimer.IsPending() && !m_reoTimer.IsPending())
     {
         m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
     }
@@ -1147,6 +1220,7 @@ MagnetLinuxTcpSocket::ScheduleLossProbe()
     timeout = std::min(timeout, rto);
     m_retxEvent.Cancel();
     Simulator::Cancel(m_probeTimer);
+    Simulator::Cancel(m_reoTimer);
     m_probeTimer = Simulator::Schedule(timeout, &MagnetLinuxTcpSocket::LossProbe, this);
     return true;
 }
@@ -1177,9 +1251,9 @@ MagnetLinuxTcpSocket::LossProbe()
     m_retxEvent.Cancel();
     if (!LinuxOpen())
     {
-        // A SACK (or a loss) since the probe was armed: Linux's RACK would have put its
-        // reordering timer in the probe's place, and its probe never resends SACKed data
-        // (ns-3 aborts if asked to).  This profile has no RACK: the RTO, at its time.
+        // A SACK (or a loss) since the probe was armed, and RACK has not put its reordering
+        // timer in the probe's place (or is off): a probe never resends SACKed data (ns-3
+        // aborts if asked to); the RTO, at its time.
         m_retxEvent = Simulator::Schedule(std::max(m_rtoAt - Simulator::Now(), Time(0)),
                                           &MagnetLinuxTcpSocket::ReTxTimeout, this);
         return;
@@ -1215,10 +1289,29 @@ MagnetLinuxTcpSocket::LossProbe()
 }
 
 void
+MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader)
+{
+    if (RackOn())
+    {
+        if (GetRetxThresh() != kNoDupThresh)
+        {
+            SetRetxThresh(kNoDupThresh);
+        }
+        RackOnAck(tcpHeader);
+    }
+    TcpSocketBase::ReceivedAck(packet, tcpHeader);
+}
+
+void
 MagnetLinuxTcpSocket::ReTxTimeout()
 {
     Simulator::Cancel(m_probeTimer);
+    Simulator::Cancel(m_reoTimer);
     m_probeOut = false;
+    if (m_txBuffer->Size() > 0 && m_tcb->m_highTxMark.Get() > m_txBuffer->HeadSequence())
+    {
+        m_lossStats.rtos++;
+    }
     if (m_state == LAST_ACK && m_txBuffer->Size() == 0)
     {
         // Only the FIN is out: resend it (ns-3 does in FIN_WAIT_1 and CLOSING only, as
@@ -1227,6 +1320,340 @@ MagnetLinuxTcpSocket::ReTxTimeout()
         return;
     }
     TcpSocketBase::ReTxTimeout();
+}
+
+// ------------------------------------------------------------------ RACK ---
+namespace
+{
+
+/** tcp_skb_sent_after: sent later, or at the same time and ending later. */
+bool
+SentAfter(Time t1, Time t2, SequenceNumber32 end1, SequenceNumber32 end2)
+{
+    return t1 > t2 || (t1 == t2 && end1 > end2);
+}
+
+SequenceNumber32
+End(const TcpTxItem& item)
+{
+    return MagnetTxScoreboard::Start(item) + item.GetSeqSize();
+}
+
+} // namespace
+
+bool
+MagnetLinuxTcpSocket::RackOn() const
+{
+    return m_rack && m_sackEnabled;
+}
+
+bool
+MagnetLinuxTcpSocket::EverRetransmitted(SequenceNumber32 start, SequenceNumber32 end) const
+{
+    // TCPCB_RETRANS: TcpTxItem's flag is TCPCB_SACKED_RETRANS only (an RTO clears it).
+    auto it = m_retransmitted.upper_bound(start);
+    if (it != m_retransmitted.begin() && std::prev(it)->second > start)
+    {
+        return true;
+    }
+    return it != m_retransmitted.end() && it->first < end;
+}
+
+void
+MagnetLinuxTcpSocket::RackAdvance(bool retrans, SequenceNumber32 end, Time xmit)
+{
+    // tcp_rack_advance
+    const Time rtt = Simulator::Now() - xmit;
+    if (retrans && rtt < m_minRttAtAck)
+    {
+        return; // the original or the retransmission: ambiguous, unless an RTT has passed
+    }
+    m_rackAdvanced = true;
+    m_rackRtt = rtt;
+    if (!m_rackValid || SentAfter(xmit, m_rackXmit, end, m_rackEnd))
+    {
+        m_rackValid = true;
+        m_rackXmit = xmit;
+        m_rackEnd = end;
+    }
+}
+
+void
+MagnetLinuxTcpSocket::RackOnAck(const TcpHeader& header)
+{
+    // What tcp_sacktag_one and tcp_clean_rtx_queue see of the segments this ACK
+    // delivers (before TcpTxBuffer records it): RACK's advance, and reordering
+    // (tcp_check_sack_reordering) when one never retransmitted arrives below the
+    // highest SACKed.
+    const SequenceNumber32 ack = header.GetAckNumber();
+    const SequenceNumber32 head = m_txBuffer->HeadSequence();
+    while (!m_retransmitted.empty() && m_retransmitted.begin()->second <= head)
+    {
+        m_retransmitted.erase(m_retransmitted.begin());
+    }
+    m_rackPassed.erase(m_rackPassed.begin(), m_rackPassed.lower_bound(head));
+    if (ack < head)
+    {
+        return;
+    }
+    TcpOptionSack::SackList blocks;
+    if (header.HasOption(TcpOption::SACK))
+    {
+        blocks = DynamicCast<const TcpOptionSack>(header.GetOption(TcpOption::SACK))->GetSackList();
+    }
+    uint32_t echo = 0;
+    if (m_timestampEnabled && header.HasOption(TcpOption::TS))
+    {
+        echo = DynamicCast<const TcpOptionTS>(header.GetOption(TcpOption::TS))->GetEcho();
+    }
+    const MagnetTxScoreboard::Items& sent = MagnetTxScoreboard::Sent(*m_txBuffer);
+    SequenceNumber32 fack = head; // tcp_highest_sack_seq before this ACK
+    for (const TcpTxItem* item : sent)
+    {
+        if (item->IsSacked())
+        {
+            fack = std::max(fack, End(*item));
+        }
+    }
+    SequenceNumber32 newFack = fack;
+    SequenceNumber32 reord = m_tcb->m_highTxMark.Get();
+    for (const TcpTxItem* item : sent)
+    {
+        const SequenceNumber32 start = MagnetTxScoreboard::Start(*item);
+        const SequenceNumber32 end = End(*item);
+        if (item->IsSacked())
+        {
+            continue; // delivered before
+        }
+        bool acked = end <= ack;
+        bool sacked = !acked && std::any_of(blocks.begin(), blocks.end(), [&](const auto& b) {
+            return start >= b.first && end <= b.second; // TcpTxBuffer::Update's rule
+        });
+        if (!acked && !sacked)
+        {
+            continue;
+        }
+        bool retrans = EverRetransmitted(start, end);
+        // tcp_skb_spurious_retrans: the echo shows the original was ACKed, not the retransmission.
+        bool spurious = acked && retrans && echo &&
+                        echo < static_cast<uint32_t>(item->GetLastSent().GetMilliSeconds());
+        if (!spurious)
+        {
+            RackAdvance(retrans, end, item->GetLastSent());
+        }
+        if (!retrans && start < reord)
+        {
+            reord = start;
+        }
+        if (sacked)
+        {
+            newFack = std::max(newFack, end);
+        }
+    }
+    if (reord < fack)
+    {
+        // tcp_check_sack_reordering: a segment never retransmitted arrived below the highest SACKed.
+        uint32_t metric = newFack - reord;
+        uint32_t mss = m_tcb->m_segmentSize;
+        if (metric > m_reordering * mss)
+        {
+            m_reordering = std::min((metric + mss - 1) / mss, kMaxReordering);
+        }
+        m_reordSeen = true;
+    }
+}
+
+uint32_t
+MagnetLinuxTcpSocket::SackedSegments() const
+{
+    uint32_t n = 0;
+    for (const TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+    {
+        n += item->IsSacked() ? 1 : 0;
+    }
+    return n;
+}
+
+Time
+MagnetLinuxTcpSocket::ReoWnd() const
+{
+    // tcp_rack_reo_wnd
+    if (!m_reordSeen)
+    {
+        if (m_tcb->m_congState >= TcpSocketState::CA_RECOVERY && !m_leavingRecovery)
+        {
+            return Time(0); // no reordering seen: no wait in recovery
+        }
+        if (SackedSegments() >= m_reordering)
+        {
+            return Time(0); // ... nor once as many are SACKed as DUPACK's threshold
+        }
+    }
+    // min_rtt / 4 per step (steps grow with DSACKs: ns-3's receiver sends none, so one),
+    // at most srtt.
+    Time quarter = m_minRtt == Time::Max() ? Time::Max() : MicroSeconds(m_minRtt.GetMicroSeconds() >> 2);
+    return std::min(quarter, m_tcb->m_srtt.Get());
+}
+
+Time
+MagnetLinuxTcpSocket::RackDetectLoss()
+{
+    // tcp_rack_detect_loss: over the segments in the order they were (re)sent, up to the
+    // last one delivered, those not delivered within RACK's RTT plus the reordering window
+    // are lost; the longest any other still has to wait is returned.
+    if (!m_rackValid)
+    {
+        return Time(0);
+    }
+    const Time now = Simulator::Now();
+    const Time reoWnd = ReoWnd();
+    std::vector<TcpTxItem*> order;
+    for (TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+    {
+        bool lostUnsent = MagnetTxScoreboard::IsLost(*item) && !item->IsRetrans();
+        if (!lostUnsent && !(item->IsSacked() && m_rackPassed.count(MagnetTxScoreboard::Start(*item))))
+        {
+            order.push_back(item);
+        }
+    }
+    std::stable_sort(order.begin(), order.end(), [](const TcpTxItem* a, const TcpTxItem* b) {
+        return a->GetLastSent() < b->GetLastSent();
+    });
+    Time wait(0);
+    for (TcpTxItem* item : order)
+    {
+        if (!SentAfter(m_rackXmit, item->GetLastSent(), m_rackEnd, End(*item)))
+        {
+            break;
+        }
+        Time remaining = m_rackRtt + reoWnd - (now - item->GetLastSent());
+        if (remaining.IsStrictlyPositive())
+        {
+            wait = std::max(wait, remaining);
+            continue;
+        }
+        if (item->IsSacked())
+        {
+            m_rackPassed.insert(MagnetTxScoreboard::Start(*item)); // off the time-sorted list
+            continue;
+        }
+        bool wasLost = MagnetTxScoreboard::IsLost(*item);
+        if (MagnetTxScoreboard::MarkLost(*m_txBuffer, *item))
+        {
+            m_lossStats.lostRetrans++;
+            m_lostRetrans = true;
+        }
+        else if (!wasLost)
+        {
+            m_lossStats.rackLost++;
+        }
+    }
+    return wait;
+}
+
+bool
+MagnetLinuxTcpSocket::RackMarkLost()
+{
+    // tcp_rack_mark_lost: a reordering timer for the segments still within their window.
+    if (!m_rackAdvanced)
+    {
+        return false;
+    }
+    m_rackAdvanced = false;
+    Time wait = RackDetectLoss();
+    if (wait.IsZero())
+    {
+        return false;
+    }
+    Time timeout = std::min(FromJiffies(Ticks(wait + MicroSeconds(kTimeoutMinUs), m_tick)), m_rto.Get());
+    Simulator::Cancel(m_reoTimer);
+    m_reoTimer = Simulator::Schedule(timeout, &MagnetLinuxTcpSocket::RackReoTimeout, this);
+    return true;
+}
+
+void
+MagnetLinuxTcpSocket::EnterRecoveryRack(uint32_t delivered)
+{
+    // tcp_enter_recovery (tcp_init_cwnd_reduction unless already reducing in CWR).
+    bool reducing = m_tcb->m_congState == TcpSocketState::CA_CWR;
+    if (!reducing)
+    {
+        m_recover = m_tcb->m_highTxMark;
+        m_tcb->m_ssThresh = m_congestionControl->GetSsThresh(m_tcb, BytesInFlight());
+    }
+    m_recoverActive = true;
+    m_congestionControl->CongestionStateSet(m_tcb, TcpSocketState::CA_RECOVERY);
+    m_tcb->m_congState = TcpSocketState::CA_RECOVERY;
+    if (!reducing && !m_congestionControl->HasCongControl())
+    {
+        m_recoveryOps->EnterRecovery(m_tcb, m_dupAckCount, UnAckDataCount(), delivered);
+    }
+}
+
+void
+MagnetLinuxTcpSocket::XmitRetransmitQueue()
+{
+    // tcp_xmit_retransmit_queue, its lost segments: in sequence order while the window
+    // has room (NextSeg would skip one above the highest SACKed, a lost tail's).
+    bool head = false;
+    SequenceNumber32 from = m_txBuffer->HeadSequence();
+    while (m_txBuffer->GetRetransmitsCount() < m_txBuffer->GetLost() && m_tcb->m_cWnd.Get() > BytesInFlight())
+    {
+        const TcpTxItem* next = nullptr;
+        for (const TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+        {
+            if (MagnetTxScoreboard::Start(*item) >= from && MagnetTxScoreboard::IsLost(*item) &&
+                !item->IsRetrans() && !item->IsSacked())
+            {
+                next = item;
+                break;
+            }
+        }
+        if (!next)
+        {
+            break;
+        }
+        SequenceNumber32 seq = MagnetTxScoreboard::Start(*next);
+        uint32_t sz = SendDataPacket(seq, next->GetPacket()->GetSize(), true);
+        if (!sz)
+        {
+            break;
+        }
+        head = head || seq == m_txBuffer->HeadSequence();
+        from = seq + sz;
+    }
+    if (head && !m_reoTimer.IsPending())
+    {
+        // The head went again: the RTO restarts from it.
+        Simulator::Cancel(m_probeTimer);
+        m_retxEvent.Cancel();
+        m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
+    }
+}
+
+void
+MagnetLinuxTcpSocket::RackReoTimeout()
+{
+    // tcp_rack_reo_timeout
+    if (!m_endPoint && !m_endPoint6)
+    {
+        return;
+    }
+    m_lossStats.reoTimeouts++;
+    uint32_t priorInFlight = BytesInFlight();
+    RackDetectLoss();
+    if (BytesInFlight() != priorInFlight)
+    {
+        if (m_tcb->m_congState != TcpSocketState::CA_RECOVERY)
+        {
+            EnterRecoveryRack(m_tcb->m_segmentSize); // tcp_cwnd_reduction(sk, 1, ...)
+        }
+        XmitRetransmitQueue();
+    }
+    // tcp_rearm_rto: the one timer is the RTO again, from now.
+    Simulator::Cancel(m_probeTimer);
+    m_retxEvent.Cancel();
+    RearmRto();
 }
 
 void

@@ -7,6 +7,8 @@
 #include "ns3/tcp-socket-base.h"
 
 #include <deque>
+#include <map>
+#include <set>
 
 namespace ns3
 {
@@ -49,7 +51,18 @@ namespace ns3
  *   send (plus 200 ms with one segment out), new data if there is some
  *   within the window, else the last segment again; only with nothing
  *   SACKed (Linux's TCP_CA_Open: once a SACK shows a hole, RACK's timer
- *   replaces the probe; this profile has no RACK, the RTO does).
+ *   replaces the probe).
+ * - **RACK** (tcp_recovery.c; net.ipv4.tcp_recovery bit 1, with SACK): a
+ *   segment is lost once one sent after it is delivered and RACK's RTT plus a
+ *   reordering window has passed since it was sent (tcp_rack_detect_loss, in
+ *   send order, retransmissions too: a lost retransmission is resent); the
+ *   window min_rtt/4, at most srtt, or 0 in recovery or with as many segments
+ *   SACKed as the reordering degree (3) while no reordering was seen
+ *   (tcp_rack_reo_wnd; no DSACKs from ns-3, so one step); a reordering timer
+ *   for the segments still within it (tcp_rack_reo_timeout), in the RTO's
+ *   place.  Recovery starts when a segment is marked lost (tcp_time_to_recover:
+ *   with RACK, duplicate ACKs do not count), lost segments are resent first
+ *   (tcp_xmit_retransmit_queue).  Off, ns-3's RFC 6675 rules detect loss.
  */
 class MagnetLinuxTcpSocket : public TcpSocketBase
 {
@@ -79,7 +92,17 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
         uint64_t probes{0};   //!< tail loss probes sent
     };
 
+    /** What the sender's loss detection did, for tests. */
+    struct LossStats
+    {
+        uint64_t rackLost{0};    //!< segments RACK marked lost (never-retransmitted ones)
+        uint64_t lostRetrans{0}; //!< retransmissions RACK found lost (LINUX_MIB_TCPLOSTRETRANSMIT)
+        uint64_t reoTimeouts{0}; //!< RACK's reordering timer fired
+        uint64_t rtos{0};        //!< retransmission timeouts with data out
+    };
+
     const AckStats& GetAckStats() const;
+    const LossStats& GetLossStats() const;
     Time GetAto() const;             //!< the current delayed-ACK timeout
     uint32_t GetWindowClamp() const; //!< the largest window it will advertise now
     uint32_t GetRcvBuf() const;      //!< sk_rcvbuf: memory, bytes
@@ -99,6 +122,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
                     uint32_t currentDelivered,
                     const SequenceNumber32& oldHeadSequence,
                     bool receivedData) override;
+    void ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader) override;
     void ReTxTimeout() override;
     void DoForwardUp(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress) override;
     void DoDispose() override;
@@ -151,6 +175,19 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void RearmRto();
     void LossProbe();
     uint32_t PerMss() const;
+
+    // ---- sending: RACK loss detection (tcp_recovery.c) ----
+    bool RackOn() const;
+    bool EverRetransmitted(SequenceNumber32 start, SequenceNumber32 end) const;
+    void RackOnAck(const TcpHeader& header);
+    void RackAdvance(bool retrans, SequenceNumber32 end, Time xmit);
+    uint32_t SackedSegments() const;
+    Time ReoWnd() const;
+    Time RackDetectLoss();     //!< the longest wait left (0: none)
+    bool RackMarkLost();       //!< true: the reordering timer was armed
+    void RackReoTimeout();
+    void EnterRecoveryRack(uint32_t delivered);
+    void XmitRetransmitQueue();
     /** Tx trace: tag a data segment that holds a write's last byte (Pushed). */
     void MarkPushed(Ptr<const Packet> packet, const TcpHeader& header, Ptr<const TcpSocketBase> socket);
 
@@ -162,6 +199,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool m_quickAckAlways; //!< route option quickack: every segment ACKed at once
     bool m_slowStartAfterIdle;
     bool m_tlp;            //!< tcp_early_retrans = 3: tail loss probes
+    bool m_rack;           //!< tcp_recovery & TCP_RACK_LOSS_DETECTION
     uint32_t m_rmemDefault, m_rmemMax, m_wmemDefault, m_wmemMax; //!< tcp_rmem, tcp_wmem
     uint32_t m_soRcvBuf, m_soSndBuf; //!< SO_RCVBUF, SO_SNDBUF as given (0: autotune)
     double m_scalingRatio; //!< data per byte of receive memory, for a full-sized segment
@@ -216,6 +254,24 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint64_t m_written{0};             //!< bytes the application has written
     std::deque<uint64_t> m_writeEnds;  //!< stream offsets of the ends of unacknowledged writes
     bool m_pushTraced{false};          //!< MarkPushed is connected to this socket's Tx trace
+
+    // RACK (tp->rack, the reordering state)
+    bool m_rackValid{false};     //!< rack.mstamp set
+    Time m_rackXmit;             //!< rack.mstamp: the latest send time among delivered segments
+    SequenceNumber32 m_rackEnd;  //!< rack.end_seq
+    Time m_rackRtt;              //!< rack.rtt_us
+    bool m_rackAdvanced{false};  //!< rack.advanced
+    bool m_lostRetrans{false};   //!< a retransmission was found lost on this ACK (FLAG_LOST_RETRANS)
+    bool m_leavingRecovery{false}; //!< this ACK ends Recovery or Loss (reo_wnd as in Open)
+    uint32_t m_reordering{3};    //!< tp->reordering, segments (tcp_reordering)
+    bool m_reordSeen{false};     //!< tp->reord_seen
+    Time m_minRtt{Time::Max()};  //!< tcp_min_rtt: the least RTT sample
+    Time m_minRttAtAck{Time::Max()}; //!< ... before this ACK's sample (as tcp_rack_advance sees it)
+    Time m_rttSample;            //!< the last sample CalculateRttSample gave
+    std::map<SequenceNumber32, SequenceNumber32> m_retransmitted; //!< ranges ever resent (TCPCB_EVER_RETRANS)
+    std::set<SequenceNumber32> m_rackPassed; //!< SACKed segments off RACK's time-sorted list
+    EventId m_reoTimer;          //!< ICSK_TIME_REO_TIMEOUT, in the RTO's place
+    LossStats m_lossStats;
 };
 
 /**

@@ -4,8 +4,8 @@
  * MagnetTcpProfile), each against a number read from Linux 6.18's source or
  * measured on its TCP over linkem: the RTO, the receiver's ACKs (quick ACKs,
  * one per two full segments, one when a pushed segment is read, the delayed
- * ACK's ato), Minshall's Nagle, receive-buffer autotuning, the tail loss probe
- * and the restart after idle.  Run: magnet-linux-tcp-test (TestRunner options
+ * ACK's ato), Minshall's Nagle, receive-buffer autotuning, the tail loss probe,
+ * RACK's loss detection and the restart after idle.  Run: magnet-linux-tcp-test (TestRunner options
  * apply, e.g. --verbose; its main is test/magnet-test-runner.cc).
  */
 #include "magnet-linux-rtt-estimator.h"
@@ -67,6 +67,49 @@ Payload(Ptr<const Packet> frame)
     return static_cast<int>(total - ihl - (b[2 + ihl + 12] >> 4) * 4u);
 }
 
+/** The TCP sequence number of a point-to-point frame's data segment, or -1 if it has none. */
+int64_t
+DataSeq(Ptr<const Packet> frame)
+{
+    uint8_t b[2 + 60 + 8];
+    uint32_t n = frame->CopyData(b, sizeof b);
+    if (Payload(frame) <= 0 || n < 2 + 20 + 8)
+    {
+        return -1;
+    }
+    const uint8_t* tcp = b + 2 + (b[2] & 0x0F) * 4u;
+    return int64_t{tcp[4]} << 24 | int64_t{tcp[5]} << 16 | int64_t{tcp[6]} << 8 | tcp[7];
+}
+
+/** Loses the first `times` data segments with sequence number `seq` that arrive. */
+class SeqErrorModel : public ErrorModel
+{
+  public:
+    SeqErrorModel(int64_t seq, uint32_t times)
+        : m_seq(seq),
+          m_times(times)
+    {
+    }
+
+  private:
+    bool DoCorrupt(Ptr<Packet> p) override
+    {
+        if (m_times == 0 || DataSeq(p) != m_seq)
+        {
+            return false;
+        }
+        m_times--;
+        return true;
+    }
+
+    void DoReset() override
+    {
+    }
+
+    int64_t m_seq;
+    uint32_t m_times;
+};
+
 /**
  * Two nodes joined by one point-to-point link, the TCP of `model`, a replay of a
  * demand on the first and a sink on the second; the segments each end sends are
@@ -104,6 +147,23 @@ struct Bench
     static void OnTx(std::vector<std::pair<Time, int>>* out, Ptr<const Packet> frame)
     {
         out->emplace_back(Simulator::Now(), Payload(frame));
+    }
+
+    std::vector<Time> seqSent; //!< when node 0 sent the segment LoseSeq follows
+
+    static void OnSeqTx(Bench* bench, int64_t seq, Ptr<const Packet> frame)
+    {
+        if (DataSeq(frame) == seq)
+        {
+            bench->seqSent.push_back(Simulator::Now());
+        }
+    }
+
+    /** Node 1 loses the first `times` copies of the data segment at `seq`; seqSent records its sends. */
+    void LoseSeq(int64_t seq, uint32_t times)
+    {
+        devices.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(Create<SeqErrorModel>(seq, times)));
+        devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&Bench::OnSeqTx, this, seq));
     }
 
     /** Node 1 loses the packets it receives at these indices (0: the SYN). */
@@ -557,23 +617,28 @@ class LinuxTailLossWhilePeerSendsTestCase : public TestCase
 
 /**
  * The second of three segments is lost: the first one's ACK arms the probe, then
- * the tail arrives out of order and is SACKed.  Linux probes only with nothing
- * SACKed (TCP_CA_Open); a SACK that shows a hole puts RACK's reordering timer in
- * the probe's place, and the hole is resent, never the SACKed tail.  This profile
- * has no RACK: the probe, once a SACK came, gives the timer back to the RTO (ns-3
- * aborted when the probe asked it to resend the SACKed tail).
+ * the tail arrives out of order and is SACKed, one segment SACKed, one duplicate
+ * ACK.  Linux probes only with nothing SACKed (TCP_CA_Open); the SACK puts RACK's
+ * reordering timer in the probe's place (tcp_rack_mark_lost): the hole, sent with
+ * the tail, is lost once RACK's RTT (60 ms) plus the reordering window (min_rtt/4:
+ * 15 ms, no reordering seen and fewer than three segments SACKed) has passed, on a
+ * timer of that wait plus TCP_TIMEOUT_MIN_US (2 ms) in 4 ms ticks: 20 ms after the
+ * SACK.  The hole is resent, never the SACKed tail.  Without RACK (tcp_recovery 0),
+ * the RTO resends it (ns-3 aborted when the probe asked it to resend the SACKed tail).
  */
 class LinuxProbeAfterSackTestCase : public TestCase
 {
   public:
     LinuxProbeAfterSackTestCase()
-        : TestCase("no loss probe once the tail is SACKed: the RTO resends the hole")
+        : TestCase("no loss probe once the tail is SACKed: RACK's timer resends the hole 20 ms after")
     {
     }
 
   private:
-    void DoRun() override
+    /** When the hole went again after it first went; the reordering timeouts. */
+    Time Resent(bool rack, uint64_t* timeouts)
     {
+        Config::SetDefault("ns3::MagnetLinuxTcpSocket::Rack", BooleanValue(rack));
         Bench bench("100Mbps", "30ms");
         bench.Lose({3}); // SYN, ACK, 1448, then the second 1448; the 388-byte tail arrives
         auto app = bench.Install(Periodic(1, 3284, MilliSeconds(1)));
@@ -581,14 +646,82 @@ class LinuxProbeAfterSackTestCase : public TestCase
         Simulator::Stop(Seconds(3));
         Simulator::Run();
         auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
-        NS_TEST_ASSERT_MSG_EQ(socket->GetAckStats().probes, 0, "no probe with the tail SACKed");
-        NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 1448).size(), 3, "two segments and the hole resent");
-        NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 388).size(), 1, "the SACKed tail sent once");
-        // The hole goes when the RTO the probe had taken the place of comes: srtt + 200 ms
-        // after the ACK of the first segment, which came 60 ms after it left.
+        NS_TEST_EXPECT_MSG_EQ(socket->GetAckStats().probes, 0, "no probe with the tail SACKed");
+        NS_TEST_EXPECT_MSG_EQ(bench.Times(0, 1448).size(), 3, "two segments and the hole resent");
+        NS_TEST_EXPECT_MSG_EQ(bench.Times(0, 388).size(), 1, "the SACKed tail sent once");
+        *timeouts = socket->GetLossStats().reoTimeouts;
         std::vector<Time> full = bench.Times(0, 1448);
-        NS_TEST_ASSERT_MSG_EQ_TOL((full[2] - full[0]).GetMilliSeconds(), 320, 8, "resent by the RTO");
         Simulator::Destroy();
+        Config::Reset();
+        return full.size() == 3 ? full[2] - full[0] : Time(0);
+    }
+
+    void DoRun() override
+    {
+        uint64_t timeouts = 0;
+        // The SACK comes 60 ms after the three segments left; the timer 20 ms later.
+        Time rack = Resent(true, &timeouts);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rack.GetMilliSeconds(), 80, 2, "resent by RACK's reordering timer");
+        NS_TEST_ASSERT_MSG_EQ(timeouts, 1, "one reordering timeout");
+        // Without RACK: the RTO the probe had taken the place of, srtt + 200 ms after the
+        // first segment's ACK.
+        Time rto = Resent(false, &timeouts);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rto.GetMilliSeconds(), 320, 8, "resent by the RTO");
+        NS_TEST_ASSERT_MSG_EQ(timeouts, 0, "no reordering timer");
+    }
+};
+
+/**
+ * A lost retransmission: of 100 segments written at once, the third is lost and so
+ * is its fast retransmission.  Linux's RACK marks the retransmission lost once a
+ * segment sent after it is SACKed (tcp_rack_detect_loss orders by send time; in
+ * recovery the reordering window is 0) and resends it: one RTT (60 ms) after.
+ * Without RACK, ns-3 resends a segment once per recovery: the RTO resends it.
+ */
+class LinuxLostRetransmissionTestCase : public TestCase
+{
+  public:
+    LinuxLostRetransmissionTestCase()
+        : TestCase("a lost retransmission is resent one RTT after it (RACK), not after an RTO")
+    {
+    }
+
+  private:
+    /** The sends of the third segment; RACK's count of lost retransmissions; RTOs. */
+    std::vector<Time> Sends(bool rack, uint64_t* lostRetrans, uint64_t* rtos, size_t* full)
+    {
+        Config::SetDefault("ns3::MagnetLinuxTcpSocket::Rack", BooleanValue(rack));
+        Bench bench("100Mbps", "30ms");
+        bench.LoseSeq(1 + 2 * 1448, 2); // the third segment and its first retransmission
+        auto app = bench.Install(Periodic(1, 100 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        *lostRetrans = socket->GetLossStats().lostRetrans;
+        *rtos = socket->GetLossStats().rtos;
+        *full = bench.Times(0, 1448).size();
+        std::vector<Time> sends = bench.seqSent;
+        Simulator::Destroy();
+        Config::Reset();
+        return sends;
+    }
+
+    void DoRun() override
+    {
+        uint64_t lostRetrans = 0;
+        uint64_t rtos = 0;
+        size_t full = 0;
+        std::vector<Time> rack = Sends(true, &lostRetrans, &rtos, &full);
+        NS_TEST_ASSERT_MSG_EQ(full, 102, "100 segments, the third twice more");
+        NS_TEST_ASSERT_MSG_EQ(rack.size(), 3, "sent three times");
+        NS_TEST_ASSERT_MSG_EQ(lostRetrans, 1, "RACK found the retransmission lost");
+        NS_TEST_ASSERT_MSG_EQ(rtos, 0, "no RTO");
+        NS_TEST_ASSERT_MSG_EQ_TOL((rack[2] - rack[1]).GetMilliSeconds(), 61, 2, "resent one RTT after");
+        std::vector<Time> off = Sends(false, &lostRetrans, &rtos, &full);
+        NS_TEST_ASSERT_MSG_EQ(off.size(), 3, "sent three times");
+        NS_TEST_ASSERT_MSG_EQ(rtos, 1, "resent by the RTO");
+        NS_TEST_ASSERT_MSG_GT((off[2] - off[1]).GetMilliSeconds(), 200, "an RTO after");
     }
 };
 
@@ -719,6 +852,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
         AddTestCase(new LinuxProbeAfterSackTestCase, Duration::QUICK);
+        AddTestCase(new LinuxLostRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
