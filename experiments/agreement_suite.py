@@ -32,20 +32,13 @@ ENGINES = {"ns3": "demand-ns3", "tcp": "demand-tcp"}
 NAMES = {"ns3": "ns-3", "tcp": "Linux"}
 AGREE = ("size", "gap", "throughput", "RTT")          # the cell agrees when these are within the target
 METRICS = (*AGREE, "completion")
-RUNS_COLUMNS = {"app", "path", "kind", "run", "status", "seconds", "work"}
 
 
 # ---------------------------------------------------------------- reading ---
 def kept_runs(work: Path) -> list:
     """The demand replays and truth runs a fidelity study left in `work` (its runs.csv)."""
     from . import fidelity
-    try:
-        frame = pd.read_csv(work / "runs.csv", keep_default_na=False)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise common.StudyError(str(work / "runs.csv"), f"not a fidelity study's runs: {e}") from None
-    if not RUNS_COLUMNS <= set(frame.columns):
-        raise common.StudyError(str(work / "runs.csv"), "not a fidelity study's runs: lacks columns "
-                                + ", ".join(sorted(RUNS_COLUMNS - set(frame.columns))))
+    frame = fidelity.study_runs(work)
     wanted = types.SimpleNamespace(apps=set(frame["app"]), paths=set(frame["path"]),
                                    predictors=set(ENGINES.values()))
     return [r for r in fidelity.kept(wanted, work) if r.kind != "source"]

@@ -3,6 +3,8 @@ application does on another path, and how far does a tcpdump-driven replay stay?
 
     magnet experiment fidelity [--quick] [--out DIR] [--apps NAME,...] [--paths NAME,...]
                                [--runs 3] [--predictors NAME,...] [--jobs 2] [--work DIR]
+    magnet experiment fidelity --work DIR --reanalyse            # measure the kept runs again
+    magnet experiment fidelity --work DIR --rerun demand-ns3     # re-run ns-3 predictors, then measure
 
 For each application of the suite (experiments/apps/):
 
@@ -31,6 +33,12 @@ truth runs interleaved with its real-TCP predictions; the ns-3 replays run after
 run), summary.csv (medians, the floor, the targets), runs.csv (every run: its status
 and time), README.md (a table per application, the heat map, CDFs, the findings) and
 the figures.  --quick: three applications on one path, under ten minutes.
+
+A study kept with --work can be measured again (--reanalyse, nothing runs) or have its
+ns-3 predictors replayed again by this checkout's ns-3 from the demands its sources
+kept (--rerun NAME,...: their runs and rows of runs.csv replaced, the rest kept, then
+measured as usual), so that a change to the simulator is judged without the hour of
+real-time runs.  Real-TCP predictors are real-time runs: --rerun refuses them.
 """
 from __future__ import annotations
 
@@ -294,12 +302,27 @@ def options(argv):
     p.add_argument("--work", type=Path, help="keep every run's traces here (default: a temporary directory)")
     p.add_argument("--reanalyse", action="store_true",
                    help="run nothing: measure the runs kept in --work by an earlier run (its runs.csv) again")
+    p.add_argument("--rerun", metavar="NAME,...",
+                   help="replay only these ns-3 predictors (e.g. demand-ns3) again from the sources kept in "
+                        "--work, replacing their runs and rows of runs.csv, then measure every kept run")
     args = common.parse(p, argv)
     if args.reanalyse and not args.work:
         p.error("--reanalyse: give the --work directory of the run to measure again")
+    if args.rerun is not None:
+        if args.reanalyse:
+            p.error("--rerun measures the runs again itself: give --rerun or --reanalyse, not both")
+        if not args.work:
+            p.error("--rerun: give the --work directory of the study whose predictors to re-run")
+        args.rerun = common.choices(p, "--rerun", args.rerun, PREDICTORS)
+        realtime = [name for name in args.rerun if PREDICTORS[name].engine != "ns3"]
+        if realtime:
+            p.error(f"--rerun {','.join(realtime)}: real-time predictors (Linux's TCP over linkem) are not re-run; "
+                    f"--rerun takes ns-3 ones: {', '.join(n for n, q in PREDICTORS.items() if q.engine == 'ns3')}")
     args.apps = common.choices(p, "--apps", args.apps or ",".join(QUICK_APPS if args.quick else RECIPES), RECIPES)
     args.paths = common.choices(p, "--paths", args.paths or ",".join(list(SITES)[:1] if args.quick else SITES), SITES)
     args.predictors = common.choices(p, "--predictors", args.predictors, PREDICTORS)
+    if args.rerun and (left := [name for name in args.rerun if name not in args.predictors]):
+        p.error(f"--rerun {','.join(left)}: not among --predictors")
     args.runs = args.runs or 3
     if args.runs < 2:
         p.error("--runs: at least 2 (the ground truth's spread needs two runs)")
@@ -370,13 +393,27 @@ def execute(args, work: Path) -> list[Run]:
     return realtime + ns3
 
 
+RUNS_COLUMNS = ("app", "path", "kind", "run", "status", "seconds", "work")     # runs.csv's
+
+
+def study_runs(work: Path):
+    """runs.csv of the study kept in `work`: StudyError if there is none."""
+    import pandas as pd
+    where = work / "runs.csv"
+    try:
+        frame = pd.read_csv(where, keep_default_na=False, dtype=str)
+    except OSError as e:
+        raise common.StudyError(str(where), f"not a fidelity study's runs (--work of one): {e.strerror}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise common.StudyError(str(where), f"not a fidelity study's runs: {e}") from None
+    if missing := [c for c in RUNS_COLUMNS if c not in frame.columns]:
+        raise common.StudyError(str(where), f"not a fidelity study's runs: lacks columns {', '.join(missing)}")
+    return frame
+
+
 def kept(args, work: Path) -> list[Run]:
     """The runs an earlier study left in `work` (--reanalyse), those of this one's options."""
-    import pandas as pd
-    try:
-        frame = pd.read_csv(work / "runs.csv", keep_default_na=False)
-    except OSError as e:
-        raise common.StudyError(str(work / "runs.csv"), f"no runs to measure again: {e.strerror}") from None
+    frame = study_runs(work)
     runs = []
     for r in frame.itertuples():
         if r.app not in args.apps or (r.kind != "source" and (r.path not in args.paths or
@@ -385,6 +422,51 @@ def kept(args, work: Path) -> list[Run]:
         where = work / r.app / ("source" if r.kind == "source" else f"{r.path}/{r.kind}" if r.kind != "truth"
                                 else f"{r.path}/truth-{r.run}")
         runs.append(Run(r.app, r.path, r.kind, int(r.run), where, r.status, float(r.seconds or "nan"), r.work))
+    return runs
+
+
+def rerun(args, work: Path) -> list[Run]:
+    """--rerun: the kept runs, those of the named ns-3 predictors replayed again (--jobs at
+    once, each into an emptied directory) from their sources' kept demands; runs.csv's rows
+    of those runs replaced, every other row as it was."""
+    runs = kept(args, work)
+    again = [r for r in runs if r.kind in args.rerun]
+    if not again:
+        raise common.StudyError(str(work / "runs.csv"), f"no {', '.join(args.rerun)} runs of "
+                                f"{', '.join(args.apps)} on {', '.join(args.paths)} to re-run")
+    extra = {"ns3": replay_options("ns3")}
+    sources = {r.app: r for r in runs if r.kind == "source"}
+    bar = common.progress(total=len(again), desc="fidelity --rerun")
+
+    def do(run: Run) -> Run:
+        if signals.pending():
+            raise signals.Interrupted(signals.pending())
+        source = sources.get(run.app)
+        demand = source.dir / f"{PREDICTORS[run.kind].demand}.csv" if source else None
+        run.status, run.seconds = "its --rerun did not finish", float("nan")
+        shutil.rmtree(run.dir, ignore_errors=True)
+        if source is None or source.status != "ok":
+            run.status = f"no source ({source.status if source else 'none in runs.csv'})"
+        elif not demand.exists():
+            run.status = f"no source demand: {demand} is missing"
+        else:
+            predict(run, {PREDICTORS[run.kind].demand: demand}, {}, extra)
+        return run
+
+    try:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for run in pool.map(do, again):
+                bar.update()
+                common.progress_note(f"  {run.label()}: {run.status} ({run.seconds:.1f} s)")
+    finally:                                     # interrupted too: no row says ok of a run removed
+        bar.close()
+        frame = study_runs(work)
+        for run in again:
+            row = (frame.app == run.app) & (frame.path == run.site) & (frame.kind == run.kind) & \
+                (frame.run == str(run.run))
+            frame.loc[row, ["status", "seconds"]] = [run.status, "" if run.seconds != run.seconds else
+                                                     str(round(run.seconds, 2))]
+        frame.to_csv(work / "runs.csv", index=False)
     return runs
 
 
@@ -510,17 +592,19 @@ def others() -> str:
 def main(argv: list[str] | None = None) -> int:
     from . import fidelity_report
     args = options(argv)
-    why = unavailable(args.apps)
+    why = replay_unavailable("ns3") if args.rerun else unavailable(args.apps)
     common.gate(why is None, why or "")
     started = time.monotonic()
     context = {"load": load(), "others": others()}
+    if args.reanalyse or args.rerun:
+        study_runs(args.work)                    # a study's, before anything is made in it
     try:
         with signals.honoured(), common.workspace(args, "magnet-fidelity-") as work:
-            runs = kept(args, work) if args.reanalyse else execute(args, work)
+            runs = kept(args, work) if args.reanalyse else rerun(args, work) if args.rerun else execute(args, work)
             rows, profiles = measure(runs)
             context["facts"] = facts(runs, profiles)
             minutes = (time.monotonic() - started) / 60
-            context["load"] += f" at the start, {load()} at the end" + (" of this analysis" if args.reanalyse else "")
+            context["load"] += f" at the start, {load()} at the end" + (" of this analysis" if args.reanalyse or args.rerun else "")
             path = fidelity_report.write(args, runs, rows, profiles, minutes, context)
     except KeyboardInterrupt:
         print("fidelity: interrupted (nothing written)", file=sys.stderr)

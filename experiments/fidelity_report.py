@@ -255,9 +255,14 @@ def intro(args, runs, minutes: float, context: dict) -> str:
 
 
 def _took(args, runs, minutes: float) -> str:
-    if not args.reanalyse:
+    if not (args.reanalyse or args.rerun):
         return f"the study took {minutes:.1f} min"
     made = sum(r.seconds for r in runs if r.seconds == r.seconds) / 60
+    if args.rerun:
+        again = sum(r.kind in args.rerun for r in runs)
+        return (f"{again} of the runs ({', '.join(args.rerun)}) re-run (--rerun) by this checkout's ns-3 in "
+                f"{minutes:.1f} min, the others those an earlier study kept in --work (all runs' own times "
+                f"add up to {made:.1f} min)")
     return (f"measured again (--reanalyse) from the runs an earlier study kept in --work (their own times "
             f"add up to {made:.1f} min)")
 

@@ -16,7 +16,7 @@ from magnet.experiments.apps import RECIPES, RecipeError
 from magnet.replay import engines, linkem, wire
 from magnetlib import app_metrics
 
-from .conftest import require, require_root, require_tool
+from .conftest import assert_clean_error, require, require_root, require_tool, run_magnet
 
 APP, SITE = "http-python", "60ms-10M"
 
@@ -105,6 +105,54 @@ def test_reanalyse_measures_the_kept_runs_again(study, tmp_path):
     assert "measured again (--reanalyse)" in text
     assert "ns-3 replays: `magnet replay ns3 --tcp-model linux`" in (out / "README.md").read_text()
     assert "ns-3 replays: `magnet replay ns3 --tcp-model linux`" in text
+
+
+def test_rerun_replays_only_the_named_ns3_predictor(study, tmp_path):
+    """--rerun demand-ns3 on a copy of the kept study: that predictor's directory replayed
+    again (a file left in it is gone, its replay.log new), its row of runs.csv replaced and
+    every other row and run as it was; the same ns-3 gives the same rows of fidelity.csv."""
+    _, out, kept = study
+    work = tmp_path / "work"
+    shutil.copytree(kept, work)
+    site = work / APP / SITE
+    (site / "demand-ns3" / "stale").write_text("from the earlier run")
+    untouched = {p: p.stat().st_mtime_ns for p in site.rglob("*") if p.is_file() and "demand-ns3" not in p.parts}
+    log = site / "demand-ns3" / "replay.log"
+    before_log, before_runs = log.stat().st_mtime_ns, pd.read_csv(work / "runs.csv")
+    again = tmp_path / "again"
+    assert fidelity.main(["--rerun", "demand-ns3", "--apps", APP, "--paths", SITE, "--runs", "2",
+                          "--work", str(work), "--out", str(again)]) == 0
+    assert not (site / "demand-ns3" / "stale").exists() and log.stat().st_mtime_ns > before_log
+    assert "--tcp-model linux" in log.read_text().splitlines()[0]
+    assert {p: p.stat().st_mtime_ns for p in untouched} == untouched
+    runs = pd.read_csv(work / "runs.csv")
+    mine = (runs["kind"] == "demand-ns3").to_numpy()
+    assert mine.sum() == 1 and runs["status"][mine].item() == "ok"
+    pd.testing.assert_frame_equal(runs[~mine], before_runs[~mine])
+    assert runs["seconds"][mine].item() != before_runs["seconds"][mine].item()     # its own time, new
+    pd.testing.assert_frame_equal(pd.read_csv(out / "fidelity.csv"), pd.read_csv(again / "fidelity.csv"))
+    assert "1 of the runs (demand-ns3) re-run (--rerun)" in (again / "README.md").read_text()
+
+
+def test_rerun_refuses_what_it_cannot_rerun(tmp_path):
+    """One line each: a real-time predictor, no --work, a directory that holds no study, a
+    study without runs of the predictor (the checks before any replay need no root)."""
+    assert_clean_error(run_magnet("experiment", "fidelity", "--work", tmp_path, "--rerun", "demand-tcp"),
+                       "--rerun demand-tcp", "real-time")
+    assert_clean_error(run_magnet("experiment", "fidelity", "--rerun", "demand-ns3"), "--rerun", "--work")
+    assert_clean_error(run_magnet("experiment", "fidelity", "--work", tmp_path, "--rerun", "demand-ns3",
+                                  "--reanalyse"), "--rerun", "--reanalyse")
+    assert_clean_error(run_magnet("experiment", "fidelity", "--work", tmp_path, "--rerun", "nosuch"),
+                       "--rerun 'nosuch'")
+    if fidelity.replay_unavailable("ns3") is None:
+        for work in (tmp_path, tmp_path / "none"):
+            proc = run_magnet("experiment", "fidelity", "--work", work, "--rerun", "demand-ns3")
+            assert_clean_error(proc, f"{work / 'runs.csv'}", "not a fidelity study's runs")
+        (tmp_path / "runs.csv").write_text("app,path,kind,run,status,seconds,work\n"
+                                           f"{APP},A,source,1,ok,1.5,\n")
+        assert_clean_error(run_magnet("experiment", "fidelity", "--work", tmp_path, "--rerun", "demand-ns3"),
+                           "no demand-ns3 runs")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.csv"]          # nothing made
 
 
 def test_agreement_suite_reads_the_kept_runs(study, tmp_path):
