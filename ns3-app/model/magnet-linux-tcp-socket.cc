@@ -1291,6 +1291,10 @@ MagnetLinuxTcpSocket::LossProbe()
 void
 MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader)
 {
+    if (m_sackEnabled)
+    {
+        SackTagRetransmitted(tcpHeader);
+    }
     if (RackOn())
     {
         if (GetRetxThresh() != kNoDupThresh)
@@ -1339,7 +1343,43 @@ End(const TcpTxItem& item)
     return MagnetTxScoreboard::Start(item) + item.GetSeqSize();
 }
 
+TcpOptionSack::SackList
+SackBlocks(const TcpHeader& header)
+{
+    if (!header.HasOption(TcpOption::SACK))
+    {
+        return {};
+    }
+    return DynamicCast<const TcpOptionSack>(header.GetOption(TcpOption::SACK))->GetSackList();
+}
+
+/** A segment a SACK block covers whole (TcpTxBuffer::Update's rule). */
+bool
+InBlock(const TcpOptionSack::SackList& blocks, SequenceNumber32 start, SequenceNumber32 end)
+{
+    return std::any_of(blocks.begin(), blocks.end(),
+                       [&](const auto& b) { return start >= b.first && end <= b.second; });
+}
+
 } // namespace
+
+void
+MagnetLinuxTcpSocket::SackTagRetransmitted(const TcpHeader& header)
+{
+    // tcp_sacktag_one: a segment marked lost and resent, now SACKed, is out of flight.
+    // TcpTxBuffer::Update clears its lost mark but keeps its retransmitted one, and so
+    // counted it in flight until the cumulative ACK.
+    const TcpOptionSack::SackList blocks = SackBlocks(header);
+    for (TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+    {
+        const SequenceNumber32 start = MagnetTxScoreboard::Start(*item);
+        if (!item->IsSacked() && item->IsRetrans() && MagnetTxScoreboard::IsLost(*item) &&
+            start >= header.GetAckNumber() && InBlock(blocks, start, End(*item)))
+        {
+            MagnetTxScoreboard::ClearRetransmitted(*m_txBuffer, *item);
+        }
+    }
+}
 
 bool
 MagnetLinuxTcpSocket::RackOn() const
@@ -1396,11 +1436,7 @@ MagnetLinuxTcpSocket::RackOnAck(const TcpHeader& header)
     {
         return;
     }
-    TcpOptionSack::SackList blocks;
-    if (header.HasOption(TcpOption::SACK))
-    {
-        blocks = DynamicCast<const TcpOptionSack>(header.GetOption(TcpOption::SACK))->GetSackList();
-    }
+    const TcpOptionSack::SackList blocks = SackBlocks(header);
     uint32_t echo = 0;
     if (m_timestampEnabled && header.HasOption(TcpOption::TS))
     {
@@ -1426,9 +1462,7 @@ MagnetLinuxTcpSocket::RackOnAck(const TcpHeader& header)
             continue; // delivered before
         }
         bool acked = end <= ack;
-        bool sacked = !acked && std::any_of(blocks.begin(), blocks.end(), [&](const auto& b) {
-            return start >= b.first && end <= b.second; // TcpTxBuffer::Update's rule
-        });
+        bool sacked = !acked && InBlock(blocks, start, end);
         if (!acked && !sacked)
         {
             continue;

@@ -177,6 +177,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint32_t PerMss() const;
 
     // ---- sending: RACK loss detection (tcp_recovery.c) ----
+    void SackTagRetransmitted(const TcpHeader& header);
     bool RackOn() const;
     bool EverRetransmitted(SequenceNumber32 start, SequenceNumber32 end) const;
     void RackOnAck(const TcpHeader& header);

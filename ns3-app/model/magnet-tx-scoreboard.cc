@@ -71,14 +71,22 @@ MagnetTxScoreboard::MarkLost(TcpTxBuffer& buffer, TcpTxItem& item)
         {
             return false;
         }
-        // Its retransmission is lost too: no longer in flight, and NextSeg may resend it.
-        item.m_retrans = false;
-        buffer.*Get(RetransOut()) -= size;
+        ClearRetransmitted(buffer, item); // NextSeg may resend it
         return true;
     }
     item.*Get(ItemLost()) = true;
     buffer.*Get(LostOut()) += size;
     return false;
+}
+
+void
+MagnetTxScoreboard::ClearRetransmitted(TcpTxBuffer& buffer, TcpTxItem& item)
+{
+    if (item.m_retrans)
+    {
+        item.m_retrans = false;
+        buffer.*Get(RetransOut()) -= item.GetPacket()->GetSize();
+    }
 }
 
 } // namespace ns3

@@ -44,6 +44,9 @@ class MagnetTxScoreboard
      * @return true if a retransmission was lost (LINUX_MIB_TCPLOSTRETRANSMIT).
      */
     static bool MarkLost(TcpTxBuffer& buffer, TcpTxItem& item);
+
+    /** The segment's retransmission is no longer in flight: its retransmitted mark goes. */
+    static void ClearRetransmitted(TcpTxBuffer& buffer, TcpTxItem& item);
 };
 
 } // namespace ns3

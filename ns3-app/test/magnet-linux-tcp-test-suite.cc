@@ -12,6 +12,7 @@
 #include "magnet-linux-tcp-socket.h"
 #include "magnet-replay-helper.h"
 #include "magnet-tcp-profile.h"
+#include "magnet-tx-scoreboard.h"
 
 #include "ns3/boolean.h"
 #include "ns3/config.h"
@@ -33,6 +34,7 @@
 
 #include <functional>
 #include <list>
+#include <map>
 #include <vector>
 
 using namespace ns3;
@@ -81,24 +83,24 @@ DataSeq(Ptr<const Packet> frame)
     return int64_t{tcp[4]} << 24 | int64_t{tcp[5]} << 16 | int64_t{tcp[6]} << 8 | tcp[7];
 }
 
-/** Loses the first `times` data segments with sequence number `seq` that arrive. */
+/** Loses the first copies of data segments by sequence number: how many of each. */
 class SeqErrorModel : public ErrorModel
 {
   public:
-    SeqErrorModel(int64_t seq, uint32_t times)
-        : m_seq(seq),
-          m_times(times)
+    explicit SeqErrorModel(std::map<int64_t, uint32_t> times)
+        : m_times(std::move(times))
     {
     }
 
   private:
     bool DoCorrupt(Ptr<Packet> p) override
     {
-        if (m_times == 0 || DataSeq(p) != m_seq)
+        auto it = m_times.find(DataSeq(p));
+        if (it == m_times.end() || it->second == 0)
         {
             return false;
         }
-        m_times--;
+        it->second--;
         return true;
     }
 
@@ -106,8 +108,7 @@ class SeqErrorModel : public ErrorModel
     {
     }
 
-    int64_t m_seq;
-    uint32_t m_times;
+    std::map<int64_t, uint32_t> m_times;
 };
 
 /**
@@ -159,10 +160,10 @@ struct Bench
         }
     }
 
-    /** Node 1 loses the first `times` copies of the data segment at `seq`; seqSent records its sends. */
-    void LoseSeq(int64_t seq, uint32_t times)
+    /** Node 1 loses the first copies of data segments (seq: how many); seqSent records `seq`'s sends. */
+    void LoseSeq(std::map<int64_t, uint32_t> times, int64_t seq)
     {
-        devices.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(Create<SeqErrorModel>(seq, times)));
+        devices.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(Create<SeqErrorModel>(std::move(times))));
         devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&Bench::OnSeqTx, this, seq));
     }
 
@@ -692,7 +693,7 @@ class LinuxLostRetransmissionTestCase : public TestCase
     {
         Config::SetDefault("ns3::MagnetLinuxTcpSocket::Rack", BooleanValue(rack));
         Bench bench("100Mbps", "30ms");
-        bench.LoseSeq(1 + 2 * 1448, 2); // the third segment and its first retransmission
+        bench.LoseSeq({{1 + 2 * 1448, 2}}, 1 + 2 * 1448); // the third segment and its first retransmission
         auto app = bench.Install(Periodic(1, 100 * 1448, MilliSeconds(1)));
         app->SetAttribute("CloseAtEnd", BooleanValue(false));
         Simulator::Stop(Seconds(5));
@@ -838,6 +839,47 @@ class LinuxRestartAfterIdleTestCase : public TestCase
     }
 };
 
+/**
+ * Of 100 segments written at once the third and the sixth are lost, and the third's
+ * retransmission too: the sixth's retransmission is SACKed (the third still
+ * missing).  Linux takes a SACKed retransmission of a lost segment out of flight
+ * (tcp_sacktag_one clears TCPCB_LOST and TCPCB_SACKED_RETRANS); TcpTxBuffer::Update
+ * cleared its lost mark only and counted it in flight until the cumulative ACK.
+ */
+class LinuxSackedRetransmissionTestCase : public TestCase
+{
+  public:
+    LinuxSackedRetransmissionTestCase()
+        : TestCase("a SACKed retransmission is out of flight (tcp_sacktag_one)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("100Mbps", "30ms");
+        bench.LoseSeq({{1 + 2 * 1448, 2}, {1 + 5 * 1448, 1}}, 1 + 5 * 1448);
+        auto app = bench.Install(Periodic(1, 100 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        uint32_t counted = 0; // samples with a SACKed segment still counted as a retransmission out
+        std::function<void()> check = [&]() {
+            auto socket = DynamicCast<TcpSocketBase>(app->GetSocket());
+            for (const TcpTxItem* item : MagnetTxScoreboard::Sent(*socket->GetTxBuffer()))
+            {
+                counted += item->IsSacked() && item->IsRetrans() ? 1 : 0;
+            }
+            Simulator::Schedule(MilliSeconds(1), check);
+        };
+        Simulator::Schedule(MilliSeconds(100), check);
+        Simulator::Stop(Seconds(1));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(bench.seqSent.size(), 2, "the sixth segment resent once");
+        NS_TEST_ASSERT_MSG_EQ(counted, 0, "no SACKed retransmission counted in flight");
+        NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 1448).size(), 103, "100 segments, three resent");
+        Simulator::Destroy();
+    }
+};
+
 class MagnetLinuxTcpTestSuite : public TestSuite
 {
   public:
@@ -853,6 +895,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
         AddTestCase(new LinuxProbeAfterSackTestCase, Duration::QUICK);
         AddTestCase(new LinuxLostRetransmissionTestCase, Duration::QUICK);
+        AddTestCase(new LinuxSackedRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
