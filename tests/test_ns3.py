@@ -63,12 +63,13 @@ def test_linux_tcp_test_suite_passes(programs):
     """The Linux profile's TestSuite: RTO, ACKs, Nagle, autotuning, tail loss probes (one while
     the peer sends, none once the tail is SACKed: RACK's reordering timer resends the hole),
     RACK resending a lost retransmission one RTT after it, a SACKed retransmission out of
-    flight, a loss after the peer's FIN (a segment, the FIN itself), idle restart."""
+    flight, a loss after the peer's FIN (a segment, the FIN itself), idle restart, the window
+    in packets (a short segment is one)."""
     proc = ns3.run_tests(programs, "--verbose", program="magnet-linux-tcp-test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("PASS magnet-linux-tcp"), proc.stdout
-    assert sum(line.strip().startswith("PASS") for line in lines) == 14, proc.stdout
+    assert sum(line.strip().startswith("PASS") for line in lines) == 15, proc.stdout
 
 
 def test_linux_cc_test_suite_passes(programs):

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-linux-prr-recovery.h"
 
+#include "magnet-linux-packet-count.h"
+
 #include "ns3/tcp-socket-state.h"
 
 #include <algorithm>
@@ -67,7 +69,7 @@ MagnetLinuxPrrRecovery::DoRecovery(Ptr<TcpSocketState> tcb, uint32_t deliveredBy
     }
     m_prrDelivered += delivered;
     const auto ssthresh = static_cast<int64_t>(tcb->m_ssThresh.Get() / m_segmentSize);
-    const auto inFlight = static_cast<int64_t>(Packets(tcb->m_bytesInFlight.Get()));
+    const auto inFlight = static_cast<int64_t>(MagnetLinuxPacketCount::InFlight(tcb));
     const int64_t room = ssthresh - inFlight;
     int64_t send;
     if (room < 0)

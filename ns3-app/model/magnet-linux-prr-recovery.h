@@ -22,7 +22,9 @@ namespace ns3
  * ACK counts one segment only when it delivered nothing (no SACK: Linux's
  * tcp_add_reno_sack).  Linux's newly_lost (no extra segment on an ACK that
  * marked new losses) is not known here: every ACK that advances snd_una
- * counts as one that marked none.
+ * counts as one that marked none.  The packets in flight are the socket's
+ * (MagnetLinuxPacketCount: a short segment is a packet), and MagnetLinuxTcpSocket
+ * gives the packets delivered as that many segments of bytes.
  */
 class MagnetLinuxPrrRecovery : public TcpRecoveryOps
 {

@@ -174,7 +174,10 @@ MagnetLinuxTcpSocket::GetTypeId()
     return tid;
 }
 
-MagnetLinuxTcpSocket::MagnetLinuxTcpSocket() = default;
+MagnetLinuxTcpSocket::MagnetLinuxTcpSocket()
+{
+    InitPacketCount();
+}
 
 MagnetLinuxTcpSocket::MagnetLinuxTcpSocket(const MagnetLinuxTcpSocket& sock)
     : TcpSocketBase(sock),
@@ -197,6 +200,24 @@ MagnetLinuxTcpSocket::MagnetLinuxTcpSocket(const MagnetLinuxTcpSocket& sock)
       m_sndBuf(sock.m_sndBuf)
 {
     // A forked (accepted) socket starts its connection afresh: only the settings are copied.
+    InitPacketCount();
+}
+
+void
+MagnetLinuxTcpSocket::InitPacketCount()
+{
+    // TcpSocketBase made a TcpRateLinux (and a new one for a fork): this one also counts
+    // the items it is given as delivered.
+    m_packets = CreateObject<MagnetLinuxPacketCount>();
+    m_packets->SetTxBuffer(m_txBuffer);
+    m_rateOps = m_packets;
+    m_tcb->AggregateObject(m_packets);
+}
+
+uint32_t
+MagnetLinuxTcpSocket::CwndPackets() const
+{
+    return m_tcb->m_cWnd.Get() / m_tcb->m_segmentSize;
 }
 
 MagnetLinuxTcpSocket::~MagnetLinuxTcpSocket() = default;
@@ -948,7 +969,13 @@ uint32_t
 MagnetLinuxTcpSocket::AvailableWindow() const
 {
     UpdateNagle(); // SendPendingData asks for the window before each segment
-    return TcpSocketBase::AvailableWindow();
+    // tcp_cwnd_test: cwnd counts packets, a short segment takes one as a full one does.
+    // TcpSocketBase's byte test stays for the peer's window (and, as a segment is at most
+    // an MSS, its cwnd part is never the tighter).
+    const uint32_t inFlight = m_packets->InFlight();
+    const uint32_t cwnd = CwndPackets();
+    const uint32_t quota = cwnd > inFlight ? (cwnd - inFlight) * m_tcb->m_segmentSize : 0;
+    return std::min(quota, TcpSocketBase::AvailableWindow());
 }
 
 uint32_t
@@ -956,6 +983,9 @@ MagnetLinuxTcpSocket::SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, boo
 {
     bool fresh = seq >= m_tcb->m_highTxMark.Get();
     uint32_t sz = TcpSocketBase::SendDataPacket(seq, maxSize, withAck);
+    // tcp_write_xmit: is_cwnd_limited when the packets in flight fill cwnd (TcpSocketBase
+    // compares bytes, with a segment's room to spare).
+    m_tcb->m_isCwndLimited = m_packets->InFlight() >= CwndPackets();
     if (fresh && sz < m_tcb->m_segmentSize)
     {
         m_sndSml = seq + sz; // tcp_minshall_update
@@ -1104,7 +1134,7 @@ MagnetLinuxTcpSocket::SndBufExpand()
     {
         m_sndBufInit = true; // the first expansion: as the connection is established
     }
-    else if (BytesInFlight() / seg >= cwnd)
+    else if (m_packets->InFlight() >= cwnd)
     {
         return; // the window is full: tcp_should_expand_sndbuf says no
     }
@@ -1124,6 +1154,15 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
                                  const SequenceNumber32& oldHeadSequence,
                                  bool receivedData)
 {
+    // tcp_cong_control gets the packets this ACK delivered (tcp_newly_delivered), where
+    // TcpSocketBase takes the bytes delivered in segments with the rest carried over (an
+    // ACK of a 205-byte segment acked none).  Given them as whole segments of bytes, its
+    // congestion control (segmentsAcked, lastAckedSackedBytes) and recovery (deliveredBytes)
+    // count packets.
+    const auto delivered = static_cast<uint32_t>(m_packets->GetDelivered() - m_priorDelivered);
+    m_bytesAckedNotProcessed = 0;
+    currentDelivered = delivered * m_tcb->m_segmentSize;
+    m_tcb->m_lastAckedSackedBytes = currentDelivered;
     // tcp_fastretrans_alert with RACK: the segments this ACK shows lost are marked before
     // TcpSocketBase's recovery steps size the window (PRR counts them out of flight), and
     // recovery starts once any is lost (TcpSocketBase's own duplicate-ACK entry is off).
@@ -1210,7 +1249,7 @@ MagnetLinuxTcpSocket::ScheduleLossProbe()
     Time timeout = Seconds(1); // TCP_TIMEOUT_INIT
     if (srtt.IsStrictlyPositive())
     {
-        bool one = static_cast<uint32_t>(nxt - una) <= m_tcb->m_segmentSize;
+        bool one = m_packets->PacketsOut() == 1; // tp->packets_out == 1
         timeout = FromJiffies(Ticks(2 * srtt, m_tick)) + (one ? MilliSeconds(200) : 2 * m_tick);
     }
     // Linux has one retransmission timer: the probe takes the RTO's place (and its time,
@@ -1291,6 +1330,7 @@ MagnetLinuxTcpSocket::LossProbe()
 void
 MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader)
 {
+    m_priorDelivered = m_packets->GetDelivered(); // tcp_ack: prior_delivered
     if (m_sackEnabled)
     {
         SackTagRetransmitted(tcpHeader);
@@ -1631,7 +1671,7 @@ MagnetLinuxTcpSocket::XmitRetransmitQueue()
     // has room (NextSeg would skip one above the highest SACKed, a lost tail's).
     bool head = false;
     SequenceNumber32 from = m_txBuffer->HeadSequence();
-    while (m_txBuffer->GetRetransmitsCount() < m_txBuffer->GetLost() && m_tcb->m_cWnd.Get() > BytesInFlight())
+    while (m_txBuffer->GetRetransmitsCount() < m_txBuffer->GetLost() && m_packets->InFlight() < CwndPackets())
     {
         const TcpTxItem* next = nullptr;
         for (const TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))

@@ -2,6 +2,8 @@
 #ifndef MAGNET_LINUX_TCP_SOCKET_H
 #define MAGNET_LINUX_TCP_SOCKET_H
 
+#include "magnet-linux-packet-count.h"
+
 #include "ns3/event-id.h"
 #include "ns3/socket-factory.h"
 #include "ns3/tcp-socket-base.h"
@@ -63,6 +65,10 @@ namespace ns3
  *   place.  Recovery starts when a segment is marked lost (tcp_time_to_recover:
  *   with RACK, duplicate ACKs do not count), lost segments are resent first
  *   (tcp_xmit_retransmit_queue).  Off, ns-3's RFC 6675 rules detect loss.
+ * - **Packets, not bytes** (MagnetLinuxPacketCount): the congestion control
+ *   and the recovery get the packets an ACK delivered (tcp_newly_delivered),
+ *   and a segment goes while the packets in flight are fewer than cwnd's
+ *   packets (tcp_cwnd_test), a short segment being one packet as a full one.
  */
 class MagnetLinuxTcpSocket : public TcpSocketBase
 {
@@ -191,6 +197,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void XmitRetransmitQueue();
     /** Tx trace: tag a data segment that holds a write's last byte (Pushed). */
     void MarkPushed(Ptr<const Packet> packet, const TcpHeader& header, Ptr<const TcpSocketBase> socket);
+    void InitPacketCount();
+    uint32_t CwndPackets() const; //!< tcp_snd_cwnd
 
     // Attributes
     Time m_tick;           //!< the kernel's jiffy (HZ = 250: 4 ms)
@@ -273,6 +281,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     std::set<SequenceNumber32> m_rackPassed; //!< SACKed segments off RACK's time-sorted list
     EventId m_reoTimer;          //!< ICSK_TIME_REO_TIMEOUT, in the RTO's place
     LossStats m_lossStats;
+    Ptr<MagnetLinuxPacketCount> m_packets; //!< also the rate estimator (m_rateOps)
+    uint64_t m_priorDelivered{0};      //!< packets delivered before this ACK (prior_delivered)
 };
 
 /**

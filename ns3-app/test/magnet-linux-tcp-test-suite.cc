@@ -5,9 +5,11 @@
  * measured on its TCP over linkem: the RTO, the receiver's ACKs (quick ACKs,
  * one per two full segments, one when a pushed segment is read, the delayed
  * ACK's ato), Minshall's Nagle, receive-buffer autotuning, the tail loss probe,
- * RACK's loss detection and the restart after idle.  Run: magnet-linux-tcp-test (TestRunner options
- * apply, e.g. --verbose; its main is test/magnet-test-runner.cc).
+ * RACK's loss detection, the restart after idle, and the window counted in
+ * packets.  Run: magnet-linux-tcp-test (TestRunner options apply, e.g.
+ * --verbose; its main is test/magnet-test-runner.cc).
  */
+#include "magnet-linux-packet-count.h"
 #include "magnet-linux-rtt-estimator.h"
 #include "magnet-linux-tcp-socket.h"
 #include "magnet-replay-helper.h"
@@ -28,6 +30,7 @@
 #include "ns3/string.h"
 #include "ns3/tcp-header.h"
 #include "ns3/tcp-l4-protocol.h"
+#include "ns3/tcp-tx-buffer.h"
 #include "ns3/test.h"
 #include "ns3/traffic-control-helper.h"
 #include "ns3/uinteger.h"
@@ -880,6 +883,85 @@ class LinuxSackedRetransmissionTestCase : public TestCase
     }
 };
 
+// ---------------------------------------------------------------- packets ---
+
+/**
+ * Linux counts packets: an ACK of a short segment grows the slow-start window by
+ * one (tcp_newly_delivered to tcp_slow_start), three short segments under one
+ * ACK by three, and a short segment in flight takes one of cwnd's packets
+ * (tcp_cwnd_test).  TcpSocketBase counts bytes: 205 bytes ACKed grow it by
+ * nothing, and 300 bytes in flight leave room for 9 more full segments of 10.
+ */
+class LinuxPacketCountTestCase : public TestCase
+{
+  public:
+    LinuxPacketCountTestCase()
+        : TestCase("the window counts packets: a short segment is one, delivered or in flight")
+    {
+    }
+
+  private:
+    /** Three 100-byte segments and a full one: delivered and in flight, as ACKs and SACKs come. */
+    void Scoreboard()
+    {
+        auto buffer = CreateObject<TcpTxBuffer>(1);
+        buffer->SetSegmentSize(1448);
+        buffer->SetDupAckThresh(3);
+        buffer->Add(Create<Packet>(3 * 100 + 1448));
+        auto count = CreateObject<MagnetLinuxPacketCount>();
+        count->SetTxBuffer(buffer);
+        for (uint32_t seq : {1, 101, 201})
+        {
+            count->SkbSent(buffer->CopyFromSequence(100, SequenceNumber32(seq)), seq == 1);
+        }
+        count->SkbSent(buffer->CopyFromSequence(1448, SequenceNumber32(301)), false);
+        NS_TEST_ASSERT_MSG_EQ(count->InFlight(), 4, "four segments out, 1748 bytes");
+        auto delivered = MakeCallback(&TcpRateOps::SkbDelivered, Ptr<TcpRateOps>(count));
+        TcpOptionSack::SackList sack{{SequenceNumber32(301), SequenceNumber32(1749)}};
+        buffer->Update(sack, delivered);
+        NS_TEST_ASSERT_MSG_EQ(count->GetDelivered(), 1, "the full segment SACKed");
+        NS_TEST_ASSERT_MSG_EQ(count->InFlight(), 3, "the three short ones still out");
+        buffer->DiscardUpTo(SequenceNumber32(1749), delivered);
+        NS_TEST_ASSERT_MSG_EQ(count->GetDelivered(), 4, "one ACK of 300 new bytes delivers 3 packets");
+        NS_TEST_ASSERT_MSG_EQ(count->InFlight(), 0, "nothing out");
+    }
+
+    /** Full segments sent in the first 63 ms (an RTT and 3 ms, before any full one's ACK). */
+    static uint32_t FirstFlight(const MagnetDemand& demand, bool nagle)
+    {
+        MagnetTcpConfig tcp;
+        tcp.nagle = nagle;
+        Bench bench("100Mbps", "30ms", tcp);
+        bench.Install(demand);
+        Simulator::Run();
+        Time first = Time::Max();
+        for (const auto& [t, payload] : bench.sent[0])
+        {
+            first = payload > 0 ? std::min(first, t) : first;
+        }
+        uint32_t full = 0;
+        for (Time t : bench.Times(0, 1448))
+        {
+            full += t < first + MilliSeconds(63);
+        }
+        Simulator::Destroy();
+        return full;
+    }
+
+    void DoRun() override
+    {
+        Scoreboard();
+        // A 205-byte header, the body 10 ms later: 1 + 9 packets fill the window of 10;
+        // the header's ACK (60 ms) delivers a packet, cwnd 11, and two more leave.
+        uint32_t header = FirstFlight({{0, 205}, {10000000, 100000}}, true);
+        NS_TEST_ASSERT_MSG_EQ(header, 11, "9 full segments, then 2 on the header's ACK (bytes: 1)");
+        // Three 100-byte writes (no Nagle), then a bulk one: 3 + 7 packets fill the window
+        // (bytes: 9 full segments, then 1 once all three are ACKed).
+        uint32_t shorts = FirstFlight({{0, 100}, {1000000, 100}, {2000000, 100}, {5000000, 100000}}, false);
+        NS_TEST_ASSERT_MSG_EQ(shorts, 7 + 3 * 2, "7 full with 3 short ones out, 2 on each short one's ACK");
+    }
+};
+
 class MagnetLinuxTcpTestSuite : public TestSuite
 {
   public:
@@ -899,6 +981,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxLastAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
+        AddTestCase(new LinuxPacketCountTestCase, Duration::QUICK);
     }
 };
 

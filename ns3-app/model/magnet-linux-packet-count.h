@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#ifndef MAGNET_LINUX_PACKET_COUNT_H
+#define MAGNET_LINUX_PACKET_COUNT_H
+
+#include "ns3/tcp-rate-ops.h"
+#include "ns3/tcp-socket-state.h"
+#include "ns3/tcp-tx-buffer.h"
+
+namespace ns3
+{
+
+/**
+ * @brief The Linux profile's segments counted as Linux counts its packets.
+ *
+ * Linux's TCP counts skbs: tcp_ack hands the congestion control the packets an
+ * ACK newly delivered (tcp_newly_delivered: what tcp_clean_rtx_queue cumulatively
+ * ACKed that was not SACKed before, plus what tcp_sacktag_write_queue newly
+ * SACKed, tp->delivered), and tcp_cwnd_test lets a segment go while the packets
+ * in flight (tcp_packets_in_flight: packets_out - (sacked_out + lost_out) +
+ * retrans_out) are fewer than cwnd.  A 205-byte segment is one packet to both.
+ * TcpSocketBase counts bytes (an ACK of 205 bytes acks no segment, and frees
+ * 205 bytes of window).  Here a sent TcpTxItem is one packet (an item is one
+ * transmitted segment, at most an MSS, as tcp_skb_pcount is 1 for an skb of at
+ * most an MSS):
+ *
+ * - delivered: as TcpRateLinux, which TcpSocketBase gives each item once as it
+ *   is delivered (DiscardUpTo, and the SACK scoreboard's Update), also counting
+ *   the items (the socket replaces its rate estimator with this one);
+ * - in flight: Linux's terms item by item (sent, less SACKed and lost, plus
+ *   retransmitted and not SACKed), read from TcpTxBuffer's sent list.
+ *
+ * The socket aggregates it to its TcpSocketState, where the recovery (PRR) finds it.
+ */
+class MagnetLinuxPacketCount : public TcpRateLinux
+{
+  public:
+    static TypeId GetTypeId();
+
+    void SkbDelivered(TcpTxItem* skb) override;
+
+    void SetTxBuffer(Ptr<const TcpTxBuffer> buffer);
+    uint64_t GetDelivered() const; //!< tp->delivered: packets delivered so far
+    uint32_t PacketsOut() const;   //!< tp->packets_out: sent and not cumulatively ACKed
+    uint32_t InFlight() const;     //!< tcp_packets_in_flight
+
+    /**
+     * The packets in flight of the socket this tcb belongs to; with no count
+     * aggregated (a tcb alone, as in tests), the bytes in flight in segments,
+     * rounded up.
+     */
+    static uint32_t InFlight(Ptr<const TcpSocketState> tcb);
+
+  private:
+    Ptr<const TcpTxBuffer> m_buffer;
+    uint64_t m_delivered{0};
+};
+
+} // namespace ns3
+
+#endif /* MAGNET_LINUX_PACKET_COUNT_H */
