@@ -207,6 +207,9 @@ MagnetTcpProfile::ApplyDefaults() const
     // BBR paces itself, CUBIC does not without the fq qdisc).
     SetDefaultOr("ns3::TcpSocketBase::MinRto", linux, TimeValue(MilliSeconds(200)));
     SetDefaultOr("ns3::TcpSocket::ConnTimeout", linux, TimeValue(Seconds(1)));
+    // tcp_write_timeout in SYN_SENT: the SYN and tcp_syn_retries (6) + tcp_syn_linear_timeouts
+    // (4) retransmissions (ns-3 counts every SYN sent); data gives up by time (Retries2).
+    SetDefaultOr("ns3::TcpSocket::ConnCount", linux, UintegerValue(1 + 6 + 4));
     SetDefaultOr("ns3::TcpSocket::InitialCwnd", linux, UintegerValue(10));
     SetDefaultOr("ns3::TcpSocketState::EnablePacing", linux && bbr, BooleanValue(true));
     SetDefaultOr("ns3::MagnetLinuxTcpSocket::QuickAckAlways", tcp.delAckCount == 1, BooleanValue(true));
@@ -258,6 +261,9 @@ MagnetTcpProfile::Settings() const
         {"RcvBuf", buffer("SoRcvBuf", "RmemDefault", "RmemMax")},
         {"SndBuf", buffer("SoSndBuf", "WmemDefault", "WmemMax")},
         {"SlowStartAfterIdle", Current(linux, "SlowStartAfterIdle")},
+        {"GiveUp", "SYN x" + Current("ns3::TcpSocket", "ConnCount") + " (" + Current(linux, "SynLinearTimeouts") +
+                       " linear), data after tcp_retries2=" + Current(linux, "Retries2") +
+                       "'s time from the first retransmission, RTO doubling up to " + Current(linux, "RtoMax")},
         {"TailLossProbe", Current(linux, "TailLossProbe")},
         {"Rack", Current(linux, "Rack") == "true"
                      ? "on (loss when a later-sent segment is delivered; reo_wnd min_rtt/4, 0 in recovery)"

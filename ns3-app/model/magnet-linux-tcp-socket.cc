@@ -170,7 +170,24 @@ MagnetLinuxTcpSocket::GetTypeId()
                           "/ 256; 0.625 measured for 1500-byte frames from a TUN device).",
                           DoubleValue(0.625),
                           MakeDoubleAccessor(&MagnetLinuxTcpSocket::m_scalingRatio),
-                          MakeDoubleChecker<double>(0.01, 1.0));
+                          MakeDoubleChecker<double>(0.01, 1.0))
+            .AddAttribute("Retries2",
+                          "tcp_retries2: an RTO without progress gives up once the time this many RTOs "
+                          "from TCP_RTO_MIN would take, doubling up to RtoMax, has passed since the "
+                          "first retransmission (tcp_write_timeout; ns-3's DataRetries does not apply).",
+                          UintegerValue(15),
+                          MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_retries2),
+                          MakeUintegerChecker<uint32_t>(1, 30))
+            .AddAttribute("RtoMax", "tcp_rto_max_ms (TCP_RTO_MAX): where the backed-off RTO stops doubling.",
+                          TimeValue(Seconds(120)),
+                          MakeTimeAccessor(&MagnetLinuxTcpSocket::m_rtoMax),
+                          MakeTimeChecker(MilliSeconds(200)))
+            .AddAttribute("SynLinearTimeouts",
+                          "tcp_syn_linear_timeouts: the SYN's first timeouts keep TCP_TIMEOUT_INIT "
+                          "(ConnTimeout) before it doubles; ns-3's ConnCount counts every SYN sent.",
+                          UintegerValue(4),
+                          MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_synLinear),
+                          MakeUintegerChecker<uint32_t>(0, 20));
     return tid;
 }
 
@@ -196,6 +213,9 @@ MagnetLinuxTcpSocket::MagnetLinuxTcpSocket(const MagnetLinuxTcpSocket& sock)
       m_soRcvBuf(sock.m_soRcvBuf),
       m_soSndBuf(sock.m_soSndBuf),
       m_scalingRatio(sock.m_scalingRatio),
+      m_retries2(sock.m_retries2),
+      m_rtoMax(sock.m_rtoMax),
+      m_synLinear(sock.m_synLinear),
       m_userNoDelay(sock.m_userNoDelay),
       m_sndBuf(sock.m_sndBuf)
 {
@@ -1000,6 +1020,12 @@ MagnetLinuxTcpSocket::SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, boo
     {
         auto [it, added] = m_retransmitted.emplace(seq, seq + sz);
         it->second = std::max(it->second, seq + sz);
+        if (m_retransStamp == Time::Max() && !m_sendingProbe)
+        {
+            // tcp_retransmit_skb: "Save stamp of the first (attempted) retransmit" (a loss
+            // probe's resend, __tcp_retransmit_skb, does not).
+            m_retransStamp = Simulator::Now();
+        }
     }
     if (sz)
     {
@@ -1030,6 +1056,28 @@ MagnetLinuxTcpSocket::SendEmptyPacket(uint8_t flags)
     {
         AckSent();
     }
+    else if ((flags & TcpHeader::SYN) && m_state == SYN_SENT)
+    {
+        BackOffSyn(flags);
+    }
+}
+
+void
+MagnetLinuxTcpSocket::BackOffSyn(uint8_t flags)
+{
+    // tcp_retransmit_timer in SYN_SENT: icsk_rto (TCP_TIMEOUT_INIT) doubles only once
+    // icsk_backoff exceeds tcp_syn_linear_timeouts, up to tcp_rto_max; ns-3 doubles from the
+    // first.  (tcp_write_timeout gives up after tcp_syn_retries + tcp_syn_linear_timeouts
+    // retransmissions: the profile's ConnCount.)
+    if (!m_retxEvent.IsPending() || m_synRetries <= m_synCount)
+    {
+        return;
+    }
+    const uint32_t retransmits = m_synRetries - m_synCount - 1;
+    const uint32_t shift = std::min<uint32_t>(retransmits > m_synLinear ? retransmits - m_synLinear : 0, 30);
+    m_rto = std::min(m_cnTimeout * static_cast<int64_t>(1U << shift), m_rtoMax);
+    m_retxEvent.Cancel();
+    m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::SendEmptyPacket, this, flags);
 }
 
 Time
@@ -1343,7 +1391,45 @@ MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader
         }
         RackOnAck(tcpHeader);
     }
+    const SequenceNumber32 una = m_txBuffer->HeadSequence();
     TcpSocketBase::ReceivedAck(packet, tcpHeader);
+    if (m_txBuffer->HeadSequence() > una)
+    {
+        m_retransmits = 0; // tcp_ack: snd_una advanced
+    }
+    // tcp_fastretrans_alert in Open, tcp_try_to_open (tcp_retrans_stamp_cleanup): the episode
+    // is over once no retransmission is out and the head was never resent.
+    const auto state = m_tcb->m_congState.Get();
+    const SequenceNumber32 head = m_txBuffer->HeadSequence();
+    if ((state == TcpSocketState::CA_OPEN || state == TcpSocketState::CA_DISORDER) &&
+        m_txBuffer->GetRetransmitsCount() == 0 && !EverRetransmitted(head, head + 1))
+    {
+        m_retransStamp = Time::Max();
+    }
+}
+
+bool
+MagnetLinuxTcpSocket::RetransmitsTimedOut() const
+{
+    // retransmits_timed_out(sk, tcp_retries2, 0): only after an RTO without progress
+    // (icsk_retransmits), once tcp_model_timeout's time has passed since retrans_stamp: the
+    // time `boundary` RTOs from TCP_RTO_MIN would take, doubling up to tcp_rto_max (15:
+    // 1023 x 200 ms + 6 x 120 s = 924.6 s), in jiffies.
+    if (m_retransmits == 0 || m_retransStamp == Time::Max())
+    {
+        return false;
+    }
+    const int64_t base = Ticks(MilliSeconds(200), m_tick); // TCP_RTO_MIN
+    const int64_t max = Ticks(m_rtoMax, m_tick);
+    uint32_t thresh = 0; // ilog2(rto_max / rto_base)
+    while ((int64_t{2} << thresh) <= max / base)
+    {
+        ++thresh;
+    }
+    const int64_t timeout = m_retries2 <= thresh
+                                ? ((int64_t{2} << m_retries2) - 1) * base
+                                : ((int64_t{2} << thresh) - 1) * base + (m_retries2 - thresh) * max;
+    return Simulator::Now() - m_retransStamp >= FromJiffies(timeout);
 }
 
 void
@@ -1363,7 +1449,34 @@ MagnetLinuxTcpSocket::ReTxTimeout()
         SendEmptyPacket(TcpHeader::FIN | TcpHeader::ACK);
         return;
     }
+    const bool data = m_txBuffer->Size() > 0 && m_tcb->m_highTxMark.Get() > m_txBuffer->HeadSequence();
+    if (!data || m_state == SYN_SENT || m_state == SYN_RCVD || m_state == CLOSED || m_state == TIME_WAIT)
+    {
+        TcpSocketBase::ReTxTimeout();
+        return;
+    }
+    // tcp_retransmit_timer: tcp_write_timeout gives up by time (ns-3, after DataRetries RTOs
+    // of one segment): ns-3's own drop (no RST, as tcp_write_err sends none) at Linux's time.
+    if (RetransmitsTimedOut())
+    {
+        m_dataRetrCount = 0;
+        TcpSocketBase::ReTxTimeout();
+        return;
+    }
+    m_retransmits++;
+    m_dataRetrCount = std::max<uint32_t>(m_dataRetrCount, 1);
+    // icsk_rto = min(icsk_rto << 1, tcp_rto_max); ns-3 stops at 60 s.
+    const Time backedOff = std::min(2 * m_rto.Get(), m_rtoMax);
     TcpSocketBase::ReTxTimeout();
+    if (m_rto.Get() != backedOff)
+    {
+        m_rto = backedOff;
+        if (m_retxEvent.IsPending())
+        {
+            m_retxEvent.Cancel();
+            m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
+        }
+    }
 }
 
 // ------------------------------------------------------------------ RACK ---

@@ -69,6 +69,12 @@ namespace ns3
  *   and the recovery get the packets an ACK delivered (tcp_newly_delivered),
  *   and a segment goes while the packets in flight are fewer than cwnd's
  *   packets (tcp_cwnd_test), a short segment being one packet as a full one.
+ * - **Giving up** (tcp_write_timeout): an RTO with no progress since the last
+ *   one gives up once the time tcp_retries2 (15) RTOs from TCP_RTO_MIN would
+ *   take, doubling up to TCP_RTO_MAX, has passed since the episode's first
+ *   retransmission (retransmits_timed_out: 924.6 s), not after ns-3's 6 RTOs;
+ *   the RTO doubles up to 120 s (ns-3: 60 s); the SYN's timer stays at 1 s
+ *   for tcp_syn_linear_timeouts (4) retransmissions before doubling.
  */
 class MagnetLinuxTcpSocket : public TcpSocketBase
 {
@@ -177,6 +183,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void SndBufExpand();
     void ApplySndBuf();
     bool LinuxOpen() const;   //!< TCP_CA_Open or CWR with nothing SACKed or lost: a probe may go
+    bool RetransmitsTimedOut() const; //!< retransmits_timed_out(sk, tcp_retries2, 0)
+    void BackOffSyn(uint8_t flags); //!< a SYN's timer as tcp_retransmit_timer backs it off
     bool ScheduleLossProbe(); //!< false: no probe is due (the RTO is the timer)
     void RearmRto();
     void LossProbe();
@@ -212,6 +220,9 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint32_t m_rmemDefault, m_rmemMax, m_wmemDefault, m_wmemMax; //!< tcp_rmem, tcp_wmem
     uint32_t m_soRcvBuf, m_soSndBuf; //!< SO_RCVBUF, SO_SNDBUF as given (0: autotune)
     double m_scalingRatio; //!< data per byte of receive memory, for a full-sized segment
+    uint32_t m_retries2;   //!< tcp_retries2: the time 15 backed-off RTOs would take, then give up
+    Time m_rtoMax;         //!< tcp_rto_max_ms (TCP_RTO_MAX): the backed-off RTO's cap
+    uint32_t m_synLinear;  //!< tcp_syn_linear_timeouts: SYN timeouts before the backoff
 
     // Receiver state
     uint8_t m_pending{0};
@@ -263,6 +274,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint64_t m_written{0};             //!< bytes the application has written
     std::deque<uint64_t> m_writeEnds;  //!< stream offsets of the ends of unacknowledged writes
     bool m_pushTraced{false};          //!< MarkPushed is connected to this socket's Tx trace
+    Time m_retransStamp{Time::Max()};  //!< retrans_stamp: the episode's first retransmission (Max: none)
+    uint32_t m_retransmits{0};         //!< icsk_retransmits: RTOs since snd_una last advanced
 
     // RACK (tp->rack, the reordering state)
     bool m_rackValid{false};     //!< rack.mstamp set

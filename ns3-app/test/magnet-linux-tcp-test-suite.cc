@@ -5,8 +5,9 @@
  * measured on its TCP over linkem: the RTO, the receiver's ACKs (quick ACKs,
  * one per two full segments, one when a pushed segment is read, the delayed
  * ACK's ato), Minshall's Nagle, receive-buffer autotuning, the tail loss probe,
- * RACK's loss detection, the restart after idle, and the window counted in
- * packets.  Run: magnet-linux-tcp-test (TestRunner options apply, e.g.
+ * RACK's loss detection, the restart after idle, the window counted in
+ * packets, and when it gives up (the RTO's backoff, the data's and the SYN's
+ * retries).  Run: magnet-linux-tcp-test (TestRunner options apply, e.g.
  * --verbose; its main is test/magnet-test-runner.cc).
  */
 #include "magnet-linux-packet-count.h"
@@ -35,6 +36,7 @@
 #include "ns3/traffic-control-helper.h"
 #include "ns3/uinteger.h"
 
+#include <algorithm>
 #include <functional>
 #include <list>
 #include <map>
@@ -112,6 +114,30 @@ class SeqErrorModel : public ErrorModel
     }
 
     std::map<int64_t, uint32_t> m_times;
+};
+
+/** Loses every packet that arrives in [from, to): an outage of the path. */
+class OutageErrorModel : public ErrorModel
+{
+  public:
+    OutageErrorModel(Time from, Time to)
+        : m_from(from),
+          m_to(to)
+    {
+    }
+
+  private:
+    bool DoCorrupt(Ptr<Packet> p) override
+    {
+        return Simulator::Now() >= m_from && Simulator::Now() < m_to;
+    }
+
+    void DoReset() override
+    {
+    }
+
+    Time m_from;
+    Time m_to;
 };
 
 /**
@@ -803,6 +829,152 @@ class LinuxLastAckLostFinTestCase : public TestCase
     }
 };
 
+// ------------------------------------------------------------ giving up ---
+
+/**
+ * A connection that writes 10000 bytes at once and 10000 more at 1 s, to node 1 (its
+ * reader counts them), with node 1's side of the link out from 0.9 s until `back`: what
+ * the sender sent of the second write's first segment (its RTO retransmissions), and
+ * when the socket closed with an error.
+ */
+struct Outage
+{
+    Bench bench{"100Mbps", "30ms"};
+    Ptr<Socket> socket;
+    Time errorAt{Time::Max()};
+    Time failedAt{Time::Max()};
+    std::vector<Time> frames; //!< every frame node 0 sent
+
+    explicit Outage(Time from, Time back)
+    {
+        bench.devices.Get(1)->SetAttribute("ReceiveErrorModel",
+                                           PointerValue(Create<OutageErrorModel>(from, back)));
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&Bench::OnSeqTx, &bench, 10001));
+        bench.devices.Get(0)->TraceConnectWithoutContext(
+            "MacTx", Callback<void, Ptr<const Packet>>([this](Ptr<const Packet>) { frames.push_back(Simulator::Now()); }));
+        bench.Listen();
+        socket = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
+        socket->Bind();
+        socket->SetConnectCallback(Callback<void, Ptr<Socket>>([](Ptr<Socket> s) { s->Send(Create<Packet>(10000)); }),
+                                   Callback<void, Ptr<Socket>>([this](Ptr<Socket>) { failedAt = Simulator::Now(); }));
+        socket->SetCloseCallbacks(MakeNullCallback<void, Ptr<Socket>>(),
+                                  Callback<void, Ptr<Socket>>([this](Ptr<Socket>) { errorAt = Simulator::Now(); }));
+        socket->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        Simulator::Schedule(Seconds(1), [this]() { socket->Send(Create<Packet>(10000)); });
+    }
+
+    /** The gaps between the second write's first segment's sends, seconds. */
+    std::vector<double> Gaps() const
+    {
+        std::vector<double> gaps;
+        for (size_t i = 1; i < bench.seqSent.size(); ++i)
+        {
+            gaps.push_back((bench.seqSent[i] - bench.seqSent[i - 1]).GetSeconds());
+        }
+        return gaps;
+    }
+};
+
+/**
+ * The path is out for 100 s after the handshake: Linux keeps resending, the RTO doubling
+ * (tcp_retransmit_timer), and the write arrives once the path is back; ns-3 resets the
+ * connection at its seventh RTO (DataRetries 6, about 33 s).
+ */
+class LinuxRetriesOutageTestCase : public TestCase
+{
+  public:
+    LinuxRetriesOutageTestCase()
+        : TestCase("a 100 s outage: resent with the RTO doubling until the path is back (no reset)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Outage run(Seconds(0.9), Seconds(100.9));
+        Simulator::Stop(Seconds(400));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(run.errorAt, Time::Max(), "no give-up");
+        NS_TEST_ASSERT_MSG_EQ(run.bench.received, 20000, "both writes arrived");
+        auto gaps = run.Gaps();
+        // Sent at 1 s, then an RTO (srtt 60 ms + 200 ms) after the probe's, doubling.
+        NS_TEST_ASSERT_MSG_EQ(gaps.size(), 9, "the segment and nine RTO retransmissions: 0.52 s ... 66.6 s");
+        for (size_t i = 2; i < gaps.size(); ++i)
+        {
+            NS_TEST_ASSERT_MSG_EQ_TOL(gaps[i], 2 * gaps[i - 1], 0.001, "the RTO doubles");
+        }
+        NS_TEST_ASSERT_MSG_LT(run.bench.seqSent[gaps.size() - 1], Seconds(100.9), "the last but one was lost");
+        NS_TEST_ASSERT_MSG_GT_OR_EQ(run.bench.seqSent.back(), Seconds(100.9), "the last came through");
+        Simulator::Destroy();
+    }
+};
+
+/**
+ * The path goes dark for good: the RTO doubles up to TCP_RTO_MAX (120 s; ns-3 stops at
+ * 60 s) and the connection gives up at the first RTO 924.6 s after the first RTO
+ * retransmission (tcp_write_timeout: retransmits_timed_out with tcp_retries2 = 15,
+ * tcp_model_timeout's 1023 x 200 ms + 6 x 120 s), sending nothing more (tcp_write_err).
+ */
+class LinuxRetriesGiveUpTestCase : public TestCase
+{
+  public:
+    LinuxRetriesGiveUpTestCase()
+        : TestCase("a black hole: the RTO doubles up to 120 s, the give-up 924.6 s after the first RTO")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Outage run(Seconds(0.9), Time::Max());
+        Simulator::Stop(Seconds(1500));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(run.bench.received, 10000, "the first write only");
+        auto gaps = run.Gaps();
+        NS_TEST_ASSERT_MSG_GT_OR_EQ(gaps.size(), 10, "more than ns-3's 6 retransmissions");
+        NS_TEST_ASSERT_MSG_EQ_TOL(gaps.back(), 120.0, 0.001, "the RTO stops at TCP_RTO_MAX");
+        NS_TEST_ASSERT_MSG_GT(*std::max_element(gaps.begin(), gaps.end() - 1), 60.0, "... not at ns-3's 60 s");
+        const Time first = run.bench.seqSent[1]; // retrans_stamp: the first RTO retransmission
+        const Time last = run.bench.seqSent.back();
+        NS_TEST_ASSERT_MSG_LT(last - first, Seconds(924.6), "the last retransmission within the time");
+        NS_TEST_ASSERT_MSG_EQ_TOL((run.errorAt - last).GetSeconds(), 120.0, 0.001, "given up at the next RTO");
+        NS_TEST_ASSERT_MSG_GT_OR_EQ(run.errorAt - first, Seconds(924.6), "... past the time");
+        NS_TEST_ASSERT_MSG_EQ(run.frames.back(), last, "nothing sent when giving up");
+        Simulator::Destroy();
+    }
+};
+
+/**
+ * The SYN into a black hole: Linux 6.18 resends it after 1 s four times
+ * (tcp_syn_linear_timeouts), then doubling, and gives up after tcp_syn_retries +
+ * 4 = 10 retransmissions (tcp_write_timeout): SYNs at 0, 1, 2, 3, 4, 5, 7, 11, 19,
+ * 35, 67 s, failed at 131 s; ns-3 sends six, at 0, 1, 3, 7, 15, 31 s, failing at 63 s.
+ */
+class LinuxSynRetriesTestCase : public TestCase
+{
+  public:
+    LinuxSynRetriesTestCase()
+        : TestCase("a lost SYN: resent at 1, 2, 3, 4, 5, 7, 11, 19, 35, 67 s, failed at 131 s")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Outage run(Seconds(0), Time::Max());
+        Simulator::Stop(Seconds(300));
+        Simulator::Run();
+        const std::vector<double> want{0, 1, 2, 3, 4, 5, 7, 11, 19, 35, 67};
+        NS_TEST_ASSERT_MSG_EQ(run.frames.size(), want.size(), "eleven SYNs");
+        for (size_t i = 0; i < std::min(want.size(), run.frames.size()); ++i)
+        {
+            NS_TEST_ASSERT_MSG_EQ_TOL(run.frames[i].GetSeconds(), want[i], 0.001, "SYN " << i);
+        }
+        NS_TEST_ASSERT_MSG_EQ_TOL(run.failedAt.GetSeconds(), 131.0, 0.001, "the connection failed");
+        Simulator::Destroy();
+    }
+};
+
 // --------------------------------------------------------------- the idle ---
 
 /**
@@ -982,6 +1154,9 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
         AddTestCase(new LinuxPacketCountTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
+        AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
     }
 };
 
