@@ -217,13 +217,21 @@ MagnetLinuxCubic::Update(uint32_t cwnd, uint32_t acked)
 void
 MagnetLinuxCubic::IncreaseWindow(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked)
 {
+    const uint32_t seg = tcb->m_segmentSize;
+    uint32_t acked = segmentsAcked;
+    if (m_ending)
+    {
+        // tcp_cong_control's acked_sacked (tcp_newly_delivered): the packets this ACK
+        // delivered.  On the ACK that ends recovery TcpSocketBase counts every segment
+        // from the old snd_una, those SACKed (and so delivered) earlier too.
+        m_ending = false;
+        acked = (tcb->m_lastAckedSackedBytes + seg - 1) / seg;
+    }
     if (!tcb->m_isCwndLimited) // tcp_is_cwnd_limited
     {
         return;
     }
-    const uint32_t seg = tcb->m_segmentSize;
     uint32_t cwnd = Segments(tcb->m_cWnd, seg);
-    uint32_t acked = segmentsAcked;
     const uint32_t ssthresh = Segments(tcb->m_ssThresh, seg);
     if (cwnd < ssthresh)
     {
@@ -275,6 +283,7 @@ void
 MagnetLinuxCubic::PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked [[maybe_unused]], const Time& rtt
                             [[maybe_unused]])
 {
+    m_ending = false; // a later ACK: TcpSocketBase's count is what it delivered again
     // cubictcp_acked, with this ACK's RTT sample (TcpSocketBase passes the smoothed RTT).
     int64_t sample = tcb->m_lastRtt.Get().GetMicroSeconds();
     if (sample <= 0)
@@ -349,6 +358,8 @@ MagnetLinuxCubic::CongestionStateSet(Ptr<TcpSocketState> tcb, const TcpSocketSta
         Reset();
         HystartReset(tcb);
     }
+    // The ACK that ends recovery (its IncreaseWindow follows, as tcp_cong_avoid does).
+    m_ending = newState == TcpSocketState::CA_OPEN && tcb->m_congState == TcpSocketState::CA_RECOVERY;
 }
 
 Ptr<TcpCongestionOps>

@@ -31,6 +31,10 @@ namespace ns3
  *   after HZ/32 with an unchanged window); the window may grow by more than one
  *   packet per ACK (tcp_cong_avoid_ai); delay samples are ignored for a second
  *   (not 10 ms) after an epoch starts.
+ * - the ACK that ends recovery grows the window by the packets it newly
+ *   delivered (tcp_cong_control's acked_sacked); TcpSocketBase passes every
+ *   segment from the old snd_una, those SACKed earlier too, and each recovery
+ *   ended a CUBIC step (a segment at small windows) ahead of Linux.
  *
  * Not modelled: the epoch shift after an idle period (cubictcp_cwnd_event needs
  * the socket's last send time) and undo (TcpSocketBase has no undo).
@@ -65,6 +69,7 @@ class MagnetLinuxCubic : public TcpCongestionOps
     bool m_hystart;
     uint32_t m_hystartLowWindow;
     uint32_t m_cwndCnt{0}; //!< tp->snd_cwnd_cnt (in Linux the socket's)
+    bool m_ending{false};  //!< this ACK ends recovery: it grows by what it delivered
 
     uint32_t m_cnt{0};
     uint32_t m_lastMaxCwnd{0};

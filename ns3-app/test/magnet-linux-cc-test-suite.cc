@@ -3,18 +3,27 @@
  * The Linux profile's congestion control and recovery (MagnetLinuxCubic,
  * MagnetLinuxPrrRecovery) on scripted ACKs, beside ns-3's TcpCubic and
  * TcpPrrRecovery given the same: HyStart's two exits and PRR's sending rate,
- * as Linux 6.x's tcp_cubic.c and tcp_cwnd_reduction compute them.
+ * as Linux 6.x's tcp_cubic.c and tcp_cwnd_reduction compute them; and the
+ * window the Linux profile's socket leaves recovery with.
  */
 #include "magnet-linux-cubic.h"
 #include "magnet-linux-prr-recovery.h"
+#include "magnet-replay-helper.h"
 #include "magnet-tcp-profile.h"
 
+#include "ns3/config.h"
+#include "ns3/error-model.h"
+#include "ns3/inet-socket-address.h"
+#include "ns3/ipv4-address-helper.h"
+#include "ns3/point-to-point-helper.h"
+#include "ns3/pointer.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
 #include "ns3/tcp-cubic.h"
 #include "ns3/tcp-prr-recovery.h"
 #include "ns3/tcp-socket-state.h"
 #include "ns3/test.h"
+#include "ns3/uinteger.h"
 
 #include <algorithm>
 #include <functional>
@@ -266,6 +275,100 @@ class LinuxPrrTestCase : public TestCase
     }
 };
 
+/**
+ * The window on the ACK that ends fast recovery: 400 kB written at once over
+ * 20 Mbit/s and 15 ms each way (the Linux profile's socket, CUBIC and PRR), one
+ * data segment lost in slow start (the 124th packet to arrive).  The ACK that
+ * ends recovery acknowledges the retransmission and every segment SACKed
+ * since; Linux sets cwnd to ssthresh (tcp_end_cwnd_reduction) and then grows
+ * it by the packets this ACK newly delivered (tcp_cong_control's acked_sacked,
+ * from tcp_newly_delivered: the retransmission, one packet), which a new CUBIC
+ * epoch does not (its count needs two).  TcpSocketBase passed every segment
+ * from the old snd_una, and the window left recovery that many ACKs ahead
+ * (cwnd 50 for ssthresh 49 here), where Linux 6.18's traces over linkem show
+ * cwnd = ssthresh after each recovery.
+ */
+class LinuxRecoveryExitTestCase : public TestCase
+{
+  public:
+    LinuxRecoveryExitTestCase()
+        : TestCase("the ACK that ends recovery grows cwnd by what it delivered, as Linux")
+    {
+    }
+
+  private:
+    struct Exit
+    {
+        uint32_t cwnd{0};     //!< the window once the ACK that ended recovery was processed
+        uint32_t ssthresh{0};
+        uint32_t recoveries{0};
+    };
+
+    static Exit Run()
+    {
+        MagnetTcpConfig tcp;
+        MagnetTcpProfile profile(tcp);
+        profile.ApplyDefaults();
+        Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(tcp.SegmentSize(1500)));
+        NodeContainer nodes;
+        nodes.Create(2);
+        PointToPointHelper p2p;
+        p2p.SetDeviceAttribute("DataRate", StringValue("20Mbps"));
+        p2p.SetChannelAttribute("Delay", StringValue("15ms"));
+        NetDeviceContainer devices = p2p.Install(nodes);
+        MagnetTcpProfile::InstallStack(nodes);
+        Ipv4InterfaceContainer addresses = Ipv4AddressHelper("10.9.0.0", "255.255.255.0").Assign(devices);
+        auto errors = CreateObject<ReceiveListErrorModel>();
+        errors->SetList({123});
+        devices.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(errors));
+
+        std::string factory = profile.SocketFactory().GetName();
+        MagnetSinkHelper(factory, InetSocketAddress(Ipv4Address::GetAny(), 9)).Install(nodes.Get(1));
+        MagnetReplayHelper replay(factory, InetSocketAddress(addresses.GetAddress(1), 9));
+        replay.SetDemand({{0, 400000}});
+        auto app = DynamicCast<MagnetReplayApplication>(replay.Install(nodes.Get(0)).Get(0));
+
+        Exit exit;
+        uint32_t cwnd = 0;
+        Time ended = Time::Max();
+        auto onCwnd = [&](uint32_t, uint32_t now) {
+            cwnd = now;
+            if (Simulator::Now() == ended)
+            {
+                exit.cwnd = now / kMss;
+            }
+        };
+        auto onSsthresh = [&](uint32_t, uint32_t now) { exit.ssthresh = now / kMss; };
+        auto onState = [&](TcpSocketState::TcpCongState_t from, TcpSocketState::TcpCongState_t to) {
+            if (from == TcpSocketState::CA_RECOVERY && to == TcpSocketState::CA_OPEN && !exit.recoveries++)
+            {
+                ended = Simulator::Now();
+                exit.cwnd = cwnd / kMss; // until the window changes on the same ACK
+            }
+        };
+        Simulator::Schedule(MilliSeconds(40), [&]() {
+            Ptr<Socket> socket = app->GetSocket();
+            socket->TraceConnectWithoutContext("CongestionWindow", Callback<void, uint32_t, uint32_t>(onCwnd));
+            socket->TraceConnectWithoutContext("SlowStartThreshold", Callback<void, uint32_t, uint32_t>(onSsthresh));
+            socket->TraceConnectWithoutContext(
+                "CongState",
+                Callback<void, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t>(onState));
+        });
+        Simulator::Stop(Seconds(2));
+        Simulator::Run();
+        Simulator::Destroy();
+        return exit;
+    }
+
+    void DoRun() override
+    {
+        Exit exit = Run();
+        NS_TEST_ASSERT_MSG_EQ(exit.recoveries, 1U, "one loss, one fast recovery");
+        NS_TEST_ASSERT_MSG_GT(exit.ssthresh, 10U, "a reduction from a window well past the initial one");
+        NS_TEST_ASSERT_MSG_EQ(exit.cwnd, exit.ssthresh, "cwnd = ssthresh: the retransmission alone is newly delivered");
+    }
+};
+
 /** The linux model runs Linux's CUBIC and PRR; the ns3 model ns-3's own. */
 class LinuxProfileCcTestCase : public TestCase
 {
@@ -314,6 +417,7 @@ class MagnetLinuxCcTestSuite : public TestSuite
         AddTestCase(new LinuxHystartTrainTestCase, Duration::QUICK);
         AddTestCase(new LinuxHystartRoundsTestCase, Duration::QUICK);
         AddTestCase(new LinuxPrrTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRecoveryExitTestCase, Duration::QUICK);
         AddTestCase(new LinuxProfileCcTestCase, Duration::QUICK);
     }
 };
