@@ -75,15 +75,16 @@ def test_linux_tcp_test_suite_passes(programs):
 
 
 def test_linux_cc_test_suite_passes(programs):
-    """The Linux profile's CUBIC and PRR on scripted ACKs: HyStart's delay and ACK-train exits,
-    its rounds from the first ACK, and PRR's rate as Linux computes them (ns-3's TcpCubic and
+    """The Linux profile's CUBIC, Reno and PRR on scripted ACKs: HyStart's delay and ACK-train
+    exits, its rounds from the first ACK, Reno growing only while cwnd-limited, a packet per
+    window, and PRR's rate as Linux computes them (ns-3's TcpCubic, TcpNewReno and
     TcpPrrRecovery beside); the window the profile's socket leaves fast recovery with (ssthresh,
     grown by what the ending ACK newly delivered); and the profile selecting them."""
     proc = ns3.run_tests(programs, "--verbose", program="magnet-linux-cc-test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("PASS magnet-linux-cc"), proc.stdout
-    assert sum(line.strip().startswith("PASS") for line in lines) == 7, proc.stdout
+    assert sum(line.strip().startswith("PASS") for line in lines) == 8, proc.stdout
 
 
 def test_example_program_replays_a_demand_file(programs, ftp_demand, tmp_path):

@@ -3,6 +3,7 @@
 
 #include "magnet-linux-cubic.h"
 #include "magnet-linux-prr-recovery.h"
+#include "magnet-linux-reno.h"
 #include "magnet-linux-tcp-socket.h"
 #include "magnet-units.h"
 
@@ -180,7 +181,16 @@ std::string
 MagnetTcpProfile::CongestionControl() const
 {
     const std::string cc = Ns3Name(m_tcp.cc);
-    return m_tcp.Linux() && cc == "ns3::TcpCubic" ? "ns3::MagnetLinuxCubic" : cc;
+    if (m_tcp.Linux() && cc == "ns3::TcpCubic")
+    {
+        return "ns3::MagnetLinuxCubic";
+    }
+    // Linux's reno is Reno's window with NewReno's recovery (the socket's): both run as it.
+    if (m_tcp.Linux() && (cc == "ns3::TcpNewReno" || cc == "ns3::TcpLinuxReno"))
+    {
+        return MagnetLinuxReno::GetTypeId().GetName();
+    }
+    return cc;
 }
 
 void
@@ -190,8 +200,9 @@ MagnetTcpProfile::ApplyDefaults() const
     const bool linux = tcp.Linux();
     const bool bbr = Ns3Name(tcp.cc) == "ns3::TcpBbr";
     const bool timeout = !tcp.delAckTimeout.IsStrictlyNegative();
-    // The linux model's CUBIC and PRR are Linux's (ns-3's TcpCubic and TcpPrrRecovery differ:
-    // MagnetLinuxCubic, MagnetLinuxPrrRecovery); other congestion controls are ns-3's.
+    // The linux model's CUBIC, Reno and PRR are Linux's (ns-3's TcpCubic, TcpNewReno,
+    // TcpLinuxReno and TcpPrrRecovery differ: MagnetLinuxCubic, MagnetLinuxReno,
+    // MagnetLinuxPrrRecovery); other congestion controls are ns-3's.
     Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(CongestionControl())));
     SetDefaultOr("ns3::TcpL4Protocol::RecoveryType", linux, TypeIdValue(MagnetLinuxPrrRecovery::GetTypeId()));
     Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(!tcp.nagle));

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The Linux profile's congestion control and recovery (MagnetLinuxCubic,
- * MagnetLinuxPrrRecovery) on scripted ACKs, beside ns-3's TcpCubic and
- * TcpPrrRecovery given the same: HyStart's two exits and PRR's sending rate,
- * as Linux 6.x's tcp_cubic.c and tcp_cwnd_reduction compute them; and the
+ * MagnetLinuxReno, MagnetLinuxPrrRecovery) on scripted ACKs, beside ns-3's
+ * TcpCubic, TcpNewReno and TcpPrrRecovery given the same: HyStart's two exits,
+ * Reno's growth and PRR's sending rate, as Linux 6.x's tcp_cubic.c,
+ * tcp_reno_cong_avoid and tcp_cwnd_reduction compute them; and the
  * window the Linux profile's socket leaves recovery with.
  */
 #include "magnet-linux-cubic.h"
 #include "magnet-linux-prr-recovery.h"
+#include "magnet-linux-reno.h"
 #include "magnet-replay-helper.h"
 #include "magnet-tcp-profile.h"
 
@@ -16,10 +18,12 @@
 #include "ns3/inet-socket-address.h"
 #include "ns3/ipv4-address-helper.h"
 #include "ns3/point-to-point-helper.h"
+#include "ns3/object-factory.h"
 #include "ns3/pointer.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
 #include "ns3/tcp-cubic.h"
+#include "ns3/tcp-linux-reno.h"
 #include "ns3/tcp-prr-recovery.h"
 #include "ns3/tcp-socket-state.h"
 #include "ns3/test.h"
@@ -369,6 +373,96 @@ class LinuxRecoveryExitTestCase : public TestCase
     }
 };
 
+/**
+ * Reno as the linux profile runs `--cc newreno` and `reno` (Linux's
+ * tcp_reno_cong_avoid and tcp_reno_ssthresh), on scripted ACKs:
+ * - an application-limited flow (3 packets a round, so never cwnd-limited:
+ *   is_cwnd_limited false) keeps its initial window of 10 for 100 rounds;
+ *   ns-3's TcpNewReno grows it by every packet ACKed;
+ * - a cwnd-limited bulk flow in congestion avoidance grows one packet per
+ *   window of packets ACKed (20 -> 21 after 20, -> 22 after 21 more), whether
+ *   an ACK covers one packet or two; slow start's rest of an ACK counts there;
+ * - ssthresh is half the window in packets (11 -> 5; ns-3's TcpLinuxReno 5.5
+ *   segments), and a reduction clears the avoidance count.
+ */
+class LinuxRenoTestCase : public TestCase
+{
+  public:
+    LinuxRenoTestCase()
+        : TestCase("Reno grows the window only while it limits the flow, a packet a window, as Linux")
+    {
+    }
+
+  private:
+    static Ptr<TcpCongestionOps> ProfileReno(const std::string& cc)
+    {
+        MagnetTcpConfig tcp;
+        tcp.model = "linux";
+        tcp.cc = cc;
+        ObjectFactory factory(MagnetTcpProfile(tcp).CongestionControl());
+        return factory.Create<TcpCongestionOps>();
+    }
+
+    /** The window (packets) after `rounds` rounds of `perRound` packets ACKed one by one. */
+    static uint32_t AppLimited(Ptr<TcpCongestionOps> cc, uint32_t rounds, uint32_t perRound)
+    {
+        Ptr<TcpSocketState> tcb = SlowStartTcb(10);
+        cc->Init(tcb);
+        for (uint32_t i = 0; i < rounds * perRound; ++i)
+        {
+            tcb->m_isCwndLimited = perRound >= tcb->m_cWnd / kMss; // in flight fills cwnd
+            cc->IncreaseWindow(tcb, 1);
+        }
+        return tcb->m_cWnd / kMss;
+    }
+
+    /** Congestion avoidance at `cwnd`, cwnd-limited: the window after `acks` ACKs of `each` packets. */
+    static uint32_t Bulk(Ptr<TcpCongestionOps> cc, Ptr<TcpSocketState> tcb, uint32_t acks, uint32_t each)
+    {
+        tcb->m_isCwndLimited = true;
+        for (uint32_t i = 0; i < acks; ++i)
+        {
+            cc->IncreaseWindow(tcb, each);
+        }
+        return tcb->m_cWnd / kMss;
+    }
+
+    void DoRun() override
+    {
+        for (const char* name : {"TcpNewReno", "TcpLinuxReno"})
+        {
+            NS_TEST_ASSERT_MSG_EQ(AppLimited(ProfileReno(name), 100, 3), 10U,
+                                  name << ": an application-limited window stays at 10");
+        }
+        NS_TEST_ASSERT_MSG_EQ(AppLimited(CreateObject<TcpNewReno>(), 100, 3), 310U,
+                              "ns-3's TcpNewReno: slow start on every packet ACKed");
+
+        Ptr<TcpCongestionOps> reno = ProfileReno("TcpNewReno");
+        Ptr<TcpSocketState> tcb = SlowStartTcb(20);
+        tcb->m_ssThresh = 20 * kMss;
+        NS_TEST_ASSERT_MSG_EQ(Bulk(reno, tcb, 19, 1), 20U, "19 of 20 packets ACKed");
+        NS_TEST_ASSERT_MSG_EQ(Bulk(reno, tcb, 1, 1), 21U, "a window of 20 ACKed: one more");
+        NS_TEST_ASSERT_MSG_EQ(Bulk(reno, tcb, 10, 2), 21U, "20 of 21 in ACKs of two");
+        NS_TEST_ASSERT_MSG_EQ(Bulk(reno, tcb, 1, 2), 22U, "22 of 21: one more, one counted");
+        NS_TEST_ASSERT_MSG_EQ(Bulk(reno, tcb, 10, 2), 22U, "21 of 22 counted");
+        reno->CongestionStateSet(tcb, TcpSocketState::CA_RECOVERY); // tcp_init_cwnd_reduction
+        NS_TEST_ASSERT_MSG_EQ(Bulk(reno, tcb, 1, 1), 22U, "the count cleared: 1 of 22");
+
+        tcb = SlowStartTcb(10);
+        tcb->m_ssThresh = 15 * kMss;
+        NS_TEST_ASSERT_MSG_EQ(Bulk(reno, tcb, 1, 8), 15U, "slow start up to ssthresh");
+        NS_TEST_ASSERT_MSG_EQ(Bulk(reno, tcb, 1, 12), 16U, "3 of the 8 and 12 more: a window of 15");
+
+        tcb->m_cWnd = 11 * kMss;
+        NS_TEST_ASSERT_MSG_EQ(reno->GetSsThresh(tcb, 0), 5 * kMss, "tcp_reno_ssthresh: 11 >> 1");
+        tcb->m_cWnd = 3 * kMss;
+        NS_TEST_ASSERT_MSG_EQ(reno->GetSsThresh(tcb, 0), 2 * kMss, "at least 2");
+        tcb->m_cWnd = 11 * kMss;
+        NS_TEST_ASSERT_MSG_EQ(CreateObject<TcpLinuxReno>()->GetSsThresh(tcb, 0), 11 * kMss / 2,
+                              "ns-3's TcpLinuxReno: half the bytes, 5.5 segments");
+    }
+};
+
 /** The linux model runs Linux's CUBIC and PRR; the ns3 model ns-3's own. */
 class LinuxProfileCcTestCase : public TestCase
 {
@@ -397,7 +491,10 @@ class LinuxProfileCcTestCase : public TestCase
                               "the replay's own sockets too (their TcpVariant)");
         tcp.cc = "TcpNewReno";
         MagnetTcpProfile(tcp).ApplyDefaults();
-        NS_TEST_ASSERT_MSG_EQ(Default("SocketType"), "ns3::TcpNewReno", "other controls are ns-3's");
+        NS_TEST_ASSERT_MSG_EQ(Default("SocketType"), "ns3::MagnetLinuxReno", "Linux's Reno");
+        tcp.cc = "TcpBbr";
+        MagnetTcpProfile(tcp).ApplyDefaults();
+        NS_TEST_ASSERT_MSG_EQ(Default("SocketType"), "ns3::TcpBbr", "other controls are ns-3's");
         tcp.model = "ns3";
         tcp.cc = "TcpCubic";
         MagnetTcpProfile(tcp).ApplyDefaults();
@@ -418,6 +515,7 @@ class MagnetLinuxCcTestSuite : public TestSuite
         AddTestCase(new LinuxHystartRoundsTestCase, Duration::QUICK);
         AddTestCase(new LinuxPrrTestCase, Duration::QUICK);
         AddTestCase(new LinuxRecoveryExitTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRenoTestCase, Duration::QUICK);
         AddTestCase(new LinuxProfileCcTestCase, Duration::QUICK);
     }
 };
