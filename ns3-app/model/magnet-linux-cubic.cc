@@ -88,7 +88,7 @@ MagnetLinuxCubic::GetTypeId()
 {
     static TypeId tid =
         TypeId("ns3::MagnetLinuxCubic")
-            .SetParent<TcpCongestionOps>()
+            .SetParent<MagnetLinuxReno>()
             .SetGroupName("Internet")
             .AddConstructor<MagnetLinuxCubic>()
             .AddAttribute("HyStart",
@@ -217,49 +217,22 @@ MagnetLinuxCubic::Update(uint32_t cwnd, uint32_t acked)
 void
 MagnetLinuxCubic::IncreaseWindow(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked)
 {
-    const uint32_t seg = tcb->m_segmentSize;
-    uint32_t acked = segmentsAcked;
-    if (m_ending)
-    {
-        // tcp_cong_control's acked_sacked (tcp_newly_delivered): the packets this ACK
-        // delivered.  On the ACK that ends recovery TcpSocketBase counts every segment
-        // from the old snd_una, those SACKed (and so delivered) earlier too.
-        m_ending = false;
-        acked = (tcb->m_lastAckedSackedBytes + seg - 1) / seg;
-    }
+    uint32_t acked = Delivered(tcb, segmentsAcked);
     if (!tcb->m_isCwndLimited) // tcp_is_cwnd_limited
     {
         return;
     }
-    uint32_t cwnd = Segments(tcb->m_cWnd, seg);
-    const uint32_t ssthresh = Segments(tcb->m_ssThresh, seg);
-    if (cwnd < ssthresh)
+    if (Segments(tcb->m_cWnd, tcb->m_segmentSize) < Segments(tcb->m_ssThresh, tcb->m_segmentSize))
     {
         // tcp_slow_start: up to ssthresh; what is left of the ACK counts in avoidance.
-        uint32_t grown = std::min(cwnd + acked, ssthresh);
-        acked -= grown - cwnd;
-        cwnd = grown;
-        tcb->m_cWnd = cwnd * seg;
+        acked = SlowStart(tcb, acked);
         if (acked == 0)
         {
             return;
         }
     }
-    Update(cwnd, acked);
-    // tcp_cong_avoid_ai(tp, cnt, acked)
-    if (m_cwndCnt >= m_cnt)
-    {
-        m_cwndCnt = 0;
-        cwnd++;
-    }
-    m_cwndCnt += acked;
-    if (m_cwndCnt >= m_cnt)
-    {
-        uint32_t more = m_cwndCnt / m_cnt;
-        m_cwndCnt -= more * m_cnt;
-        cwnd += more;
-    }
-    tcb->m_cWnd = cwnd * seg;
+    Update(Segments(tcb->m_cWnd, tcb->m_segmentSize), acked);
+    CongAvoidAi(tcb, m_cwndCnt, m_cnt, acked); // tcp_cong_avoid_ai(tp, ca->cnt, acked)
 }
 
 uint32_t
@@ -280,10 +253,9 @@ MagnetLinuxCubic::GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFli
 }
 
 void
-MagnetLinuxCubic::PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked [[maybe_unused]], const Time& rtt
-                            [[maybe_unused]])
+MagnetLinuxCubic::PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked, const Time& rtt)
 {
-    m_ending = false; // a later ACK: TcpSocketBase's count is what it delivered again
+    MagnetLinuxReno::PktsAcked(tcb, segmentsAcked, rtt);
     // cubictcp_acked, with this ACK's RTT sample (TcpSocketBase passes the smoothed RTT).
     int64_t sample = tcb->m_lastRtt.Get().GetMicroSeconds();
     if (sample <= 0)
@@ -348,18 +320,12 @@ MagnetLinuxCubic::HystartUpdate(Ptr<TcpSocketState> tcb, uint32_t delay)
 void
 MagnetLinuxCubic::CongestionStateSet(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCongState_t newState)
 {
-    if (newState == TcpSocketState::CA_RECOVERY || newState == TcpSocketState::CA_CWR ||
-        newState == TcpSocketState::CA_LOSS)
-    {
-        m_cwndCnt = 0; // tcp_init_cwnd_reduction, tcp_enter_loss
-    }
+    MagnetLinuxReno::CongestionStateSet(tcb, newState); // snd_cwnd_cnt, the recovery's end
     if (newState == TcpSocketState::CA_LOSS)
     {
         Reset();
         HystartReset(tcb);
     }
-    // The ACK that ends recovery (its IncreaseWindow follows, as tcp_cong_avoid does).
-    m_ending = newState == TcpSocketState::CA_OPEN && tcb->m_congState == TcpSocketState::CA_RECOVERY;
 }
 
 Ptr<TcpCongestionOps>

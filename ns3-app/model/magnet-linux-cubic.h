@@ -2,7 +2,7 @@
 #ifndef MAGNET_LINUX_CUBIC_H
 #define MAGNET_LINUX_CUBIC_H
 
-#include "ns3/tcp-congestion-ops.h"
+#include "magnet-linux-reno.h"
 
 namespace ns3
 {
@@ -39,7 +39,7 @@ namespace ns3
  * Not modelled: the epoch shift after an idle period (cubictcp_cwnd_event needs
  * the socket's last send time) and undo (TcpSocketBase has no undo).
  */
-class MagnetLinuxCubic : public TcpCongestionOps
+class MagnetLinuxCubic : public MagnetLinuxReno
 {
   public:
     static TypeId GetTypeId();
@@ -68,8 +68,6 @@ class MagnetLinuxCubic : public TcpCongestionOps
 
     bool m_hystart;
     uint32_t m_hystartLowWindow;
-    uint32_t m_cwndCnt{0}; //!< tp->snd_cwnd_cnt (in Linux the socket's)
-    bool m_ending{false};  //!< this ACK ends recovery: it grows by what it delivered
 
     uint32_t m_cnt{0};
     uint32_t m_lastMaxCwnd{0};

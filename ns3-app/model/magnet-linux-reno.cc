@@ -64,15 +64,30 @@ MagnetLinuxReno::CongAvoidAi(Ptr<TcpSocketState> tcb, uint32_t& cwndCnt, uint32_
     tcb->m_cWnd = cwnd * tcb->m_segmentSize;
 }
 
+uint32_t
+MagnetLinuxReno::Delivered(Ptr<const TcpSocketState> tcb, uint32_t segmentsAcked)
+{
+    uint32_t acked = segmentsAcked;
+    if (m_ending)
+    {
+        // tcp_cong_control's acked_sacked (tcp_newly_delivered): the packets this ACK
+        // delivered.  On the ACK that ends recovery TcpSocketBase counts every segment
+        // from the old snd_una, those SACKed (and so delivered) earlier too.
+        m_ending = false;
+        acked = (tcb->m_lastAckedSackedBytes + tcb->m_segmentSize - 1) / tcb->m_segmentSize;
+    }
+    return acked;
+}
+
 void
 MagnetLinuxReno::IncreaseWindow(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked)
 {
     // tcp_reno_cong_avoid: the window grows only while it limits what is sent.
-    if (!tcb->m_isCwndLimited) // tcp_is_cwnd_limited, as MagnetLinuxCubic
+    uint32_t acked = Delivered(tcb, segmentsAcked);
+    if (!tcb->m_isCwndLimited) // tcp_is_cwnd_limited
     {
         return;
     }
-    uint32_t acked = segmentsAcked;
     if (tcb->m_cWnd < tcb->m_ssThresh) // tcp_in_slow_start
     {
         acked = SlowStart(tcb, acked);
@@ -92,14 +107,23 @@ MagnetLinuxReno::GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlig
 }
 
 void
-MagnetLinuxReno::CongestionStateSet(Ptr<TcpSocketState> tcb [[maybe_unused]],
-                                    const TcpSocketState::TcpCongState_t newState)
+MagnetLinuxReno::PktsAcked(Ptr<TcpSocketState> tcb [[maybe_unused]],
+                           uint32_t segmentsAcked [[maybe_unused]],
+                           const Time& rtt [[maybe_unused]])
+{
+    m_ending = false; // a later ACK: TcpSocketBase's count is what it delivered again
+}
+
+void
+MagnetLinuxReno::CongestionStateSet(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCongState_t newState)
 {
     if (newState == TcpSocketState::CA_RECOVERY || newState == TcpSocketState::CA_CWR ||
         newState == TcpSocketState::CA_LOSS)
     {
         m_cwndCnt = 0; // tcp_init_cwnd_reduction, tcp_enter_loss
     }
+    // The ACK that ends recovery (its IncreaseWindow follows, as tcp_cong_avoid does).
+    m_ending = newState == TcpSocketState::CA_OPEN && tcb->m_congState == TcpSocketState::CA_RECOVERY;
 }
 
 Ptr<TcpCongestionOps>

@@ -20,6 +20,9 @@ namespace ns3
  * snd_cwnd_cnt in tcp_init_cwnd_reduction and tcp_enter_loss), and an ACK
  * slow start used up may still spend that count.
  *
+ * MagnetLinuxCubic builds on it as tcp_cubic.c on tcp_cong.c: the cwnd-limited
+ * test, the packets an ACK delivered, tcp_slow_start and tcp_cong_avoid_ai.
+ *
  * Not modelled: undo (tcp_reno_undo_cwnd; TcpSocketBase has no undo).
  */
 class MagnetLinuxReno : public TcpCongestionOps
@@ -34,6 +37,7 @@ class MagnetLinuxReno : public TcpCongestionOps
     std::string GetName() const override;
     uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override;
     void IncreaseWindow(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked) override;
+    void PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked, const Time& rtt) override;
     void CongestionStateSet(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCongState_t newState) override;
     Ptr<TcpCongestionOps> Fork() override;
 
@@ -50,8 +54,14 @@ class MagnetLinuxReno : public TcpCongestionOps
     /** tcp_snd_cwnd: the window in packets. */
     static uint32_t CwndPackets(Ptr<const TcpSocketState> tcb);
 
-  private:
+  protected:
+    /** The packets this ACK delivered, as tcp_cong_control's acked_sacked (tcp_newly_delivered). */
+    uint32_t Delivered(Ptr<const TcpSocketState> tcb, uint32_t segmentsAcked);
+
     uint32_t m_cwndCnt{0}; //!< tp->snd_cwnd_cnt (in Linux the socket's)
+
+  private:
+    bool m_ending{false};  //!< this ACK ends recovery: it grows by what it delivered
 };
 
 } // namespace ns3

@@ -5,7 +5,7 @@
  * TcpCubic, TcpNewReno and TcpPrrRecovery given the same: HyStart's two exits,
  * Reno's growth and PRR's sending rate, as Linux 6.x's tcp_cubic.c,
  * tcp_reno_cong_avoid and tcp_cwnd_reduction compute them; and the
- * window the Linux profile's socket leaves recovery with.
+ * window the Linux profile's socket leaves recovery with (CUBIC and Reno).
  */
 #include "magnet-linux-cubic.h"
 #include "magnet-linux-prr-recovery.h"
@@ -308,9 +308,10 @@ class LinuxRecoveryExitTestCase : public TestCase
         uint32_t recoveries{0};
     };
 
-    static Exit Run()
+    static Exit Run(const std::string& cc)
     {
         MagnetTcpConfig tcp;
+        tcp.cc = cc;
         MagnetTcpProfile profile(tcp);
         profile.ApplyDefaults();
         Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(tcp.SegmentSize(1500)));
@@ -366,10 +367,14 @@ class LinuxRecoveryExitTestCase : public TestCase
 
     void DoRun() override
     {
-        Exit exit = Run();
-        NS_TEST_ASSERT_MSG_EQ(exit.recoveries, 1U, "one loss, one fast recovery");
-        NS_TEST_ASSERT_MSG_GT(exit.ssthresh, 10U, "a reduction from a window well past the initial one");
-        NS_TEST_ASSERT_MSG_EQ(exit.cwnd, exit.ssthresh, "cwnd = ssthresh: the retransmission alone is newly delivered");
+        for (const char* cc : {"TcpCubic", "TcpNewReno"}) // MagnetLinuxCubic, MagnetLinuxReno
+        {
+            Exit exit = Run(cc);
+            NS_TEST_ASSERT_MSG_EQ(exit.recoveries, 1U, cc << ": one loss, one fast recovery");
+            NS_TEST_ASSERT_MSG_GT(exit.ssthresh, 10U, cc << ": a reduction from a window well past the initial one");
+            NS_TEST_ASSERT_MSG_EQ(exit.cwnd, exit.ssthresh,
+                                  cc << ": cwnd = ssthresh: the retransmission alone is newly delivered");
+        }
     }
 };
 
