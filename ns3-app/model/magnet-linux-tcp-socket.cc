@@ -1391,6 +1391,10 @@ MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader
         }
         RackOnAck(tcpHeader);
     }
+    if (!m_sackEnabled)
+    {
+        RenoSackOnAck(tcpHeader.GetAckNumber());
+    }
     const SequenceNumber32 una = m_txBuffer->HeadSequence();
     TcpSocketBase::ReceivedAck(packet, tcpHeader);
     if (m_txBuffer->HeadSequence() > una)
@@ -1406,6 +1410,29 @@ MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader
     {
         m_retransStamp = Time::Max();
     }
+}
+
+void
+MagnetLinuxTcpSocket::RenoSackOnAck(SequenceNumber32 ack)
+{
+    // Without SACK, Linux counts duplicate ACKs (tp->sacked_out: tcp_add_reno_sack) and ties
+    // none to a segment.  TcpTxBuffer marks one segment SACKed per duplicate ACK, and
+    // DiscardUpTo moves a mark the cumulative ACK leaves on the head to the next segment and
+    // marks the head lost, in any state: a delivered segment is resent.  tcp_fastretrans_alert
+    // zeroes the count whenever snd_una advances outside Recovery (its default case and
+    // tcp_process_loss: tcp_reset_reno_sack) and when Recovery ends (snd_una reaches
+    // high_seq); only a partial ACK in Recovery keeps it, less the acked - 1 packets
+    // tcp_remove_reno_sacks takes off (as DiscardUpTo does), and marks the head lost
+    // (tcp_newreno_mark_lost), as TcpSocketBase's partial ACK does.
+    if (ack <= m_txBuffer->HeadSequence() || m_txBuffer->GetSacked() == 0)
+    {
+        return;
+    }
+    if (m_tcb->m_congState == TcpSocketState::CA_RECOVERY && ack < m_recover)
+    {
+        return;
+    }
+    m_txBuffer->ResetRenoSack();
 }
 
 bool

@@ -184,6 +184,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void ApplySndBuf();
     bool LinuxOpen() const;   //!< TCP_CA_Open or CWR with nothing SACKed or lost: a probe may go
     bool RetransmitsTimedOut() const; //!< retransmits_timed_out(sk, tcp_retries2, 0)
+    void RenoSackOnAck(SequenceNumber32 ack); //!< without SACK: tcp_reset_reno_sack as snd_una advances
     void BackOffSyn(uint8_t flags); //!< a SYN's timer as tcp_retransmit_timer backs it off
     bool ScheduleLossProbe(); //!< false: no probe is due (the RTO is the timer)
     void RearmRto();

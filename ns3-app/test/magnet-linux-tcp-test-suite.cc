@@ -40,6 +40,7 @@
 #include <functional>
 #include <list>
 #include <map>
+#include <set>
 #include <vector>
 
 using namespace ns3;
@@ -1055,6 +1056,73 @@ class LinuxSackedRetransmissionTestCase : public TestCase
     }
 };
 
+// ------------------------------------------------------------ no SACK ---
+
+/** Delivers data segments and, right behind each, `copies` duplicates of it (by sequence number). */
+class DuplicateErrorModel : public ErrorModel
+{
+  public:
+    DuplicateErrorModel(Ptr<PointToPointNetDevice> device, std::set<int64_t> seqs, uint32_t copies)
+        : m_device(device),
+          m_seqs(std::move(seqs)),
+          m_copies(copies)
+    {
+    }
+
+  private:
+    bool DoCorrupt(Ptr<Packet> p) override
+    {
+        if (m_seqs.erase(DataSeq(p)) > 0)
+        {
+            for (uint32_t i = 1; i <= m_copies; ++i)
+            {
+                Simulator::Schedule(MicroSeconds(i), &PointToPointNetDevice::Receive, m_device, p->Copy());
+            }
+        }
+        return false;
+    }
+
+    void DoReset() override
+    {
+    }
+
+    Ptr<PointToPointNetDevice> m_device;
+    std::set<int64_t> m_seqs;
+    uint32_t m_copies;
+};
+
+/**
+ * Without SACK, Linux counts duplicate ACKs (tcp_add_reno_sack) and zeroes the count once
+ * snd_una advances below Recovery (tcp_fastretrans_alert: tcp_reset_reno_sack): two
+ * duplicate ACKs and then an ACK of new data mark nothing lost (tcp_newreno_mark_lost wants
+ * tp->reordering of them).  TcpTxBuffer marked a segment SACKed per duplicate ACK, and
+ * DiscardUpTo turned the mark left on the head into a loss: a delivered segment was resent.
+ */
+class LinuxRenoDupAckTestCase : public TestCase
+{
+  public:
+    LinuxRenoDupAckTestCase()
+        : TestCase("no SACK: two duplicate ACKs and an ACK of new data resend nothing")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        MagnetTcpConfig tcp;
+        tcp.sack = false;
+        Bench bench("100Mbps", "30ms", tcp);
+        // The first segment arrives three times: the receiver sends two duplicate ACKs.
+        auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
+        device->SetAttribute("ReceiveErrorModel", PointerValue(Create<DuplicateErrorModel>(device, std::set<int64_t>{1}, 2)));
+        bench.Install(Periodic(1, 20 * 1448, MilliSeconds(1)));
+        Simulator::Stop(Seconds(2));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 1448).size(), 20, "20 segments, none resent");
+        Simulator::Destroy();
+    }
+};
+
 // ---------------------------------------------------------------- packets ---
 
 /**
@@ -1154,6 +1222,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
         AddTestCase(new LinuxPacketCountTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRenoDupAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
