@@ -75,6 +75,15 @@ def test_linux_tcp_test_suite_passes(programs):
     assert sum(line.strip().startswith("PASS") for line in lines) == 19, proc.stdout
 
 
+def test_linux_profiles_kept_packet_count_is_the_walks(programs, monkeypatch):
+    """The in-flight packet count kept through an event (a walk of the sent list, then one
+    per new segment appended) equals a fresh walk at every use: MAGNET_PKTCOUNT_CHECK makes
+    each reuse compare and abort, over the Linux profile's suite (RTO, RACK, TLP, no SACK)."""
+    monkeypatch.setenv("MAGNET_PKTCOUNT_CHECK", "1")
+    proc = ns3.run_tests(programs, program="magnet-linux-tcp-test")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_linux_cc_test_suite_passes(programs):
     """The Linux profile's CUBIC, Reno and PRR on scripted ACKs: HyStart's delay and ACK-train
     exits, its rounds from the first ACK, Reno growing only while cwnd-limited, a packet per

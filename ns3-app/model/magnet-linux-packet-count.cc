@@ -3,7 +3,11 @@
 
 #include "magnet-tx-scoreboard.h"
 
+#include "ns3/abort.h"
+#include "ns3/simulator.h"
 #include "ns3/tcp-tx-item.h"
+
+#include <cstdlib>
 
 namespace ns3
 {
@@ -50,8 +54,25 @@ MagnetLinuxPacketCount::PacketsOut() const
     return static_cast<uint32_t>(MagnetTxScoreboard::Sent(*m_buffer).size());
 }
 
+MagnetLinuxPacketCount::Key
+MagnetLinuxPacketCount::CurrentKey() const
+{
+    const auto& sent = MagnetTxScoreboard::Sent(*m_buffer);
+    Key k;
+    k.event = Simulator::GetEventCount();
+    k.items = sent.size();
+    k.head = m_buffer->HeadSequence();
+    k.tail = sent.empty() ? k.head
+                          : MagnetTxScoreboard::Start(*sent.back()) +
+                                sent.back()->GetPacket()->GetSize();
+    k.sacked = m_buffer->GetSacked();
+    k.lost = m_buffer->GetLost();
+    k.retrans = m_buffer->GetRetransmitsCount();
+    return k;
+}
+
 uint32_t
-MagnetLinuxPacketCount::InFlight() const
+MagnetLinuxPacketCount::Walk() const
 {
     // packets_out - (sacked_out + lost_out) + retrans_out.  A SACKed segment is not
     // retransmitted in flight either (tcp_sacktag_one clears TCPCB_SACKED_RETRANS;
@@ -65,6 +86,70 @@ MagnetLinuxPacketCount::InFlight() const
         }
     }
     return n;
+}
+
+namespace
+{
+// MAGNET_PKTCOUNT_CHECK=1: every count kept is compared with a walk (aborts if they differ).
+const bool g_check = std::getenv("MAGNET_PKTCOUNT_CHECK") != nullptr;
+} // namespace
+
+uint32_t
+MagnetLinuxPacketCount::InFlight() const
+{
+    // The walk is the sent list's length (a BDP of packets); SendPendingData asks
+    // before and after each segment, so the count is kept for the event (CurrentKey).
+    const Key k = CurrentKey();
+    if (!m_valid || !(k == m_key))
+    {
+        m_inFlight = Walk();
+        m_key = k;
+        m_valid = true;
+    }
+    else if (g_check)
+    {
+        NS_ABORT_MSG_UNLESS(m_inFlight == Walk(), "packet count kept " << m_inFlight << " walk " << Walk());
+    }
+    return m_inFlight;
+}
+
+void
+MagnetLinuxPacketCount::BeforeSend(SequenceNumber32 seq)
+{
+    m_appending = false;
+    if (m_valid)
+    {
+        const Key k = CurrentKey();
+        m_appending = k == m_key && seq == k.tail;
+    }
+}
+
+void
+MagnetLinuxPacketCount::AfterSend()
+{
+    // CopyFromSequence at the tail: GetNewSegment appends one item (not SACKed, lost
+    // or retransmitted) and changes no other; anything else and the count is walked.
+    const Key k = CurrentKey();
+    Key expect = m_key;
+    expect.items++;
+    expect.tail = k.tail;
+    const auto& sent = MagnetTxScoreboard::Sent(*m_buffer);
+    if (m_appending && k == expect && k.tail != m_key.tail && !sent.back()->IsSacked() &&
+        !sent.back()->IsRetrans() && !MagnetTxScoreboard::IsLost(*sent.back()) &&
+        MagnetTxScoreboard::Start(*sent.back()) == m_key.tail)
+    {
+        m_inFlight++;
+        m_key = k;
+        if (g_check)
+        {
+            NS_ABORT_MSG_UNLESS(m_inFlight == Walk(), "packet count kept " << m_inFlight << " walk " << Walk());
+        }
+    }
+    else
+    {
+        m_valid = false;
+    }
+    m_appending = false;
 }
 
 uint32_t

@@ -50,9 +50,43 @@ class MagnetLinuxPacketCount : public TcpRateLinux
      */
     static uint32_t InFlight(Ptr<const TcpSocketState> tcb);
 
+    /**
+     * The socket is about to send from seq: if it is the sent list's tail (new data,
+     * which TcpTxBuffer::CopyFromSequence only appends, GetNewSegment), AfterSend
+     * adds the one clean item to the in-flight count kept for this event.
+     */
+    void BeforeSend(SequenceNumber32 seq);
+    void AfterSend();
+
   private:
+    /**
+     * What the in-flight count depends on that an operation of TcpTxBuffer changes:
+     * within one event and between two sends, the retransmitted bytes only fall, the
+     * SACKed bytes only rise unless the head moves (or an RTO clears them), the lost
+     * bytes fall only as SACKed bytes rise, and items split or merge only as they are
+     * sent (or as the head moves): equal keys, equal flags.
+     */
+    struct Key
+    {
+        uint64_t event{~uint64_t{0}};
+        size_t items{0};
+        SequenceNumber32 head;
+        SequenceNumber32 tail;
+        uint32_t sacked{0};
+        uint32_t lost{0};
+        uint32_t retrans{0};
+        bool operator==(const Key&) const = default;
+    };
+
+    Key CurrentKey() const;
+    uint32_t Walk() const;
+
     Ptr<const TcpTxBuffer> m_buffer;
     uint64_t m_delivered{0};
+    mutable Key m_key;            //!< the state m_inFlight was counted in
+    mutable uint32_t m_inFlight{0};
+    mutable bool m_valid{false};
+    bool m_appending{false};      //!< BeforeSend saw a valid count and the tail
 };
 
 } // namespace ns3

@@ -1002,7 +1002,9 @@ uint32_t
 MagnetLinuxTcpSocket::SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, bool withAck)
 {
     bool fresh = seq >= m_tcb->m_highTxMark.Get();
+    m_packets->BeforeSend(seq);
     uint32_t sz = TcpSocketBase::SendDataPacket(seq, maxSize, withAck);
+    m_packets->AfterSend();
     // tcp_write_xmit: is_cwnd_limited when the packets in flight fill cwnd (TcpSocketBase
     // compares bytes, with a segment's room to spare).
     m_tcb->m_isCwndLimited = m_packets->InFlight() >= CwndPackets();
