@@ -1056,6 +1056,134 @@ class LinuxSackedRetransmissionTestCase : public TestCase
     }
 };
 
+/** Holds back the first copy of data segments (by sequence number) for a while, then delivers it (0: loses it). */
+class DelayErrorModel : public ErrorModel
+{
+  public:
+    DelayErrorModel(Ptr<PointToPointNetDevice> device, std::map<int64_t, Time> delays, std::function<void(int64_t)> delivered)
+        : m_device(device),
+          m_delays(std::move(delays)),
+          m_delivered(std::move(delivered))
+    {
+    }
+
+  private:
+    bool DoCorrupt(Ptr<Packet> p) override
+    {
+        int64_t seq = DataSeq(p);
+        auto it = m_delays.find(seq);
+        if (it == m_delays.end())
+        {
+            return false;
+        }
+        Time delay = it->second;
+        m_delays.erase(it);
+        if (delay.IsZero())
+        {
+            return true; // lost
+        }
+        Ptr<Packet> copy = p->Copy();
+        Simulator::Schedule(delay, [this, copy, seq]() {
+            m_delivered(seq);
+            m_device->Receive(copy);
+        });
+        return true;
+    }
+
+    void DoReset() override
+    {
+    }
+
+    Ptr<PointToPointNetDevice> m_device;
+    std::map<int64_t, Time> m_delays;
+    std::function<void(int64_t)> m_delivered;
+};
+
+/**
+ * The reordering window once reordering has been seen.  Linux 6.18's tcp_rack_reo_wnd
+ * (net/ipv4/tcp_recovery.c) returns 0 only while !tp->reord_seen and either
+ * icsk_ca_state >= TCP_CA_Recovery or tp->sacked_out >= tp->reordering; otherwise
+ * min_rtt/4 x reo_wnd_steps, at most srtt.  tcp_check_sack_reordering (tcp_input.c)
+ * sets tp->reord_seen when a segment never retransmitted (tcp_clean_rtx_queue: not
+ * TCPCB_RETRANS) is delivered below the highest SACKed one.
+ * On 10 Mbit/s, 30 ms each way (min_rtt ~61 ms, window ~15 ms), 120 segments written at
+ * once: the 31st is lost and the 51st held back 10 ms, so its SACK reaches the sender
+ * in Recovery with more than three segments SACKed.  With the second segment held
+ * back 2 ms first (reordering seen), the 51st is within the window and is not resent.
+ * Without it, the window is 0 there and the 51st is resent (spuriously, as Linux does).
+ */
+class LinuxReorderingWindowTestCase : public TestCase
+{
+  public:
+    LinuxReorderingWindowTestCase()
+        : TestCase("RACK: after reordering is seen, a late segment within a quarter of min_rtt is not resent in recovery")
+    {
+    }
+
+  private:
+    /** The sends of the 51st segment; the sender's state when its SACK came; sends of the 31st. */
+    std::vector<Time> Sends(bool reorderFirst, int* state, size_t* lostSends)
+    {
+        Bench bench("10Mbps", "30ms");
+        const int64_t lost = 1 + 30 * 1448;
+        const int64_t late = 1 + 50 * 1448;
+        std::map<int64_t, Time> delays{{late, MilliSeconds(10)}, {lost, Time(0)}}; // 0: lost
+        if (reorderFirst)
+        {
+            delays[1 + 1448] = MilliSeconds(2);
+        }
+        auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
+        Ptr<MagnetReplayApplication> app;
+        int congState = TcpSocketState::CA_OPEN;
+        *state = -1;
+        device->SetAttribute("ReceiveErrorModel",
+                             PointerValue(Create<DelayErrorModel>(device, delays, [&](int64_t seq) {
+                                 if (seq == late)
+                                 {
+                                     // its SACK reaches the sender 30 ms (and 0.05 ms on the wire) later
+                                     Simulator::Schedule(MicroSeconds(30060), [&]() { *state = congState; });
+                                 }
+                             })));
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&Bench::OnSeqTx, &bench, late));
+        std::vector<Time> lostSent;
+        std::function<void(Ptr<const Packet>)> onLost = [&](Ptr<const Packet> frame) {
+            if (DataSeq(frame) == lost)
+            {
+                lostSent.push_back(Simulator::Now());
+            }
+        };
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onLost));
+        app = bench.Install(Periodic(1, 120 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)> onState =
+            [&](TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now) { congState = now; };
+        Simulator::Schedule(MilliSeconds(1), [&]() {
+            app->GetSocket()->TraceConnectWithoutContext(
+                "CongState",
+                MakeCallback(&std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)>::operator(), &onState));
+        });
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        std::vector<Time> sends = bench.seqSent;
+        *lostSends = lostSent.size();
+        Simulator::Destroy();
+        return sends;
+    }
+
+    void DoRun() override
+    {
+        int state = -1;
+        size_t lostSends = 0;
+        std::vector<Time> seen = Sends(true, &state, &lostSends);
+        NS_TEST_ASSERT_MSG_EQ(lostSends, 2, "the lost 31st resent once");
+        NS_TEST_ASSERT_MSG_EQ(state, int{TcpSocketState::CA_RECOVERY}, "the 51st's SACK comes in Recovery");
+        NS_TEST_ASSERT_MSG_EQ(seen.size(), 1, "reordering seen: the late 51st is not resent");
+        std::vector<Time> unseen = Sends(false, &state, &lostSends);
+        NS_TEST_ASSERT_MSG_EQ(lostSends, 2, "the lost 31st resent once");
+        NS_TEST_ASSERT_MSG_EQ(unseen.size(), 2, "no reordering seen: window 0, the late 51st resent");
+    }
+};
+
 // ------------------------------------------------------------ no SACK ---
 
 /** Delivers data segments and, right behind each, `copies` duplicates of it (by sequence number). */
@@ -1218,6 +1346,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxProbeAfterSackTestCase, Duration::QUICK);
         AddTestCase(new LinuxLostRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxSackedRetransmissionTestCase, Duration::QUICK);
+        AddTestCase(new LinuxReorderingWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
