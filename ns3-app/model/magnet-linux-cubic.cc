@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-linux-cubic.h"
 
+#include "magnet-linux-packet-count.h"
+
 #include "ns3/boolean.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
@@ -218,7 +220,7 @@ void
 MagnetLinuxCubic::IncreaseWindow(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked)
 {
     uint32_t acked = Delivered(tcb, segmentsAcked);
-    if (!tcb->m_isCwndLimited) // tcp_is_cwnd_limited
+    if (!MagnetLinuxPacketCount::IsCwndLimited(tcb)) // tcp_is_cwnd_limited
     {
         return;
     }

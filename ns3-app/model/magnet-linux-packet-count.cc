@@ -152,6 +152,45 @@ MagnetLinuxPacketCount::AfterSend()
     m_appending = false;
 }
 
+void
+MagnetLinuxPacketCount::CwndValidate(bool cwndLimited, SequenceNumber32 nxt)
+{
+    const SequenceNumber32 una = m_buffer->HeadSequence();
+    if (!m_cwndUsageSet || una >= m_cwndUsageSeq || cwndLimited ||
+        (!m_cwndLimited && PacketsOut() > m_maxPacketsOut))
+    {
+        m_cwndLimited = cwndLimited;
+        m_maxPacketsOut = PacketsOut();
+        m_cwndUsageSeq = nxt;
+        m_cwndUsageSet = true;
+    }
+}
+
+bool
+MagnetLinuxPacketCount::CwndLimitedFlag() const
+{
+    return m_cwndLimited;
+}
+
+bool
+MagnetLinuxPacketCount::IsCwndLimited(Ptr<const TcpSocketState> tcb)
+{
+    auto count = tcb->GetObject<MagnetLinuxPacketCount>();
+    if (!count)
+    {
+        return tcb->m_isCwndLimited;
+    }
+    if (count->m_cwndLimited)
+    {
+        return true;
+    }
+    if (tcb->m_cWnd < tcb->m_ssThresh) // tcp_in_slow_start
+    {
+        return tcb->m_cWnd / tcb->m_segmentSize < 2 * count->m_maxPacketsOut;
+    }
+    return false;
+}
+
 uint32_t
 MagnetLinuxPacketCount::InFlight(Ptr<const TcpSocketState> tcb)
 {

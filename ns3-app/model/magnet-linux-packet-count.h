@@ -58,6 +58,24 @@ class MagnetLinuxPacketCount : public TcpRateLinux
     void BeforeSend(SequenceNumber32 seq);
     void AfterSend();
 
+    /**
+     * tcp_cwnd_validate, as tcp_write_xmit calls it (after sending new data, or
+     * with data queued and the window full): how fully the window is used is
+     * kept for the window of data out, `nxt` being snd_nxt.  A cwnd-limited
+     * send marks the window so until snd_una passes what was out then; short
+     * of that, the most packets out in the window is kept.
+     */
+    void CwndValidate(bool cwndLimited, SequenceNumber32 nxt);
+    bool CwndLimitedFlag() const; //!< tp->is_cwnd_limited
+
+    /**
+     * tcp_is_cwnd_limited: the window was filled in this window of data, or, in
+     * slow start, cwnd is under twice the most packets out (an application
+     * sending 9 packets of an initial 10 may grow it to 18).  With no count
+     * aggregated (a tcb alone, as in tests), the tcb's m_isCwndLimited.
+     */
+    static bool IsCwndLimited(Ptr<const TcpSocketState> tcb);
+
   private:
     /**
      * What the in-flight count depends on that an operation of TcpTxBuffer changes:
@@ -87,6 +105,10 @@ class MagnetLinuxPacketCount : public TcpRateLinux
     mutable uint32_t m_inFlight{0};
     mutable bool m_valid{false};
     bool m_appending{false};      //!< BeforeSend saw a valid count and the tail
+    bool m_cwndLimited{false};    //!< tp->is_cwnd_limited
+    uint32_t m_maxPacketsOut{0};  //!< tp->max_packets_out
+    SequenceNumber32 m_cwndUsageSeq; //!< tp->cwnd_usage_seq: snd_nxt when they were set
+    bool m_cwndUsageSet{false};   //!< ... once the first send set it
 };
 
 } // namespace ns3

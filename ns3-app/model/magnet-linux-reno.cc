@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-linux-reno.h"
 
+#include "magnet-linux-packet-count.h"
+
 #include <algorithm>
 
 namespace ns3
@@ -84,7 +86,7 @@ MagnetLinuxReno::IncreaseWindow(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked)
 {
     // tcp_reno_cong_avoid: the window grows only while it limits what is sent.
     uint32_t acked = Delivered(tcb, segmentsAcked);
-    if (!tcb->m_isCwndLimited) // tcp_is_cwnd_limited
+    if (!MagnetLinuxPacketCount::IsCwndLimited(tcb)) // tcp_is_cwnd_limited
     {
         return;
     }

@@ -995,6 +995,13 @@ MagnetLinuxTcpSocket::AvailableWindow() const
     const uint32_t inFlight = m_packets->InFlight();
     const uint32_t cwnd = CwndPackets();
     const uint32_t quota = cwnd > inFlight ? (cwnd - inFlight) * m_tcb->m_segmentSize : 0;
+    if (!quota && m_txBuffer->SizeFromSequence(m_tcb->m_highTxMark) > 0)
+    {
+        // tcp_write_xmit (asked for the window as it starts) with new data queued and the
+        // window full sends nothing, and is cwnd-limited (tcp_cwnd_validate).
+        m_packets->CwndValidate(true, m_tcb->m_highTxMark);
+        m_tcb->m_isCwndLimited = true;
+    }
     return std::min(quota, TcpSocketBase::AvailableWindow());
 }
 
@@ -1005,9 +1012,14 @@ MagnetLinuxTcpSocket::SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, boo
     m_packets->BeforeSend(seq);
     uint32_t sz = TcpSocketBase::SendDataPacket(seq, maxSize, withAck);
     m_packets->AfterSend();
-    // tcp_write_xmit: is_cwnd_limited when the packets in flight fill cwnd (TcpSocketBase
-    // compares bytes, with a segment's room to spare).
-    m_tcb->m_isCwndLimited = m_packets->InFlight() >= CwndPackets();
+    if (fresh && sz)
+    {
+        // tcp_write_xmit: is_cwnd_limited when the packets in flight fill cwnd, for
+        // tcp_cwnd_validate (once per call there: validated after each new segment, the
+        // call's last decides the same; TcpSocketBase compares bytes, per segment).
+        m_packets->CwndValidate(m_packets->InFlight() >= CwndPackets(), m_tcb->m_highTxMark);
+    }
+    m_tcb->m_isCwndLimited = m_packets->CwndLimitedFlag();
     if (fresh && sz < m_tcb->m_segmentSize)
     {
         m_sndSml = seq + sz; // tcp_minshall_update

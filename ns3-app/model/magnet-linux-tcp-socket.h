@@ -68,7 +68,10 @@ namespace ns3
  * - **Packets, not bytes** (MagnetLinuxPacketCount): the congestion control
  *   and the recovery get the packets an ACK delivered (tcp_newly_delivered),
  *   and a segment goes while the packets in flight are fewer than cwnd's
- *   packets (tcp_cwnd_test), a short segment being one packet as a full one.
+ *   packets (tcp_cwnd_test), a short segment being one packet as a full one;
+ *   the window grows while it limits the flow (tcp_is_cwnd_limited: filled in
+ *   this window of data, or in slow start under twice the most packets out,
+ *   as tcp_cwnd_validate keeps them).
  * - **Giving up** (tcp_write_timeout): an RTO with no progress since the last
  *   one gives up once the time tcp_retries2 (15) RTOs from TCP_RTO_MIN would
  *   take, doubling up to TCP_RTO_MAX, has passed since the episode's first

@@ -1330,6 +1330,47 @@ class LinuxPacketCountTestCase : public TestCase
     }
 };
 
+/**
+ * In slow start Linux counts a flow as cwnd-limited while cwnd is under twice the
+ * most packets it had out in the window (tcp_is_cwnd_limited, max_packets_out kept
+ * by tcp_cwnd_validate), so an application writing 6 packets of the initial 10
+ * grows the window: the first ACK (2 packets) takes cwnd to 12, not past 2 x 6.
+ * With 4 packets out (10 is not under 8) it stays at 10.  ns-3's test, in flight
+ * >= cwnd, grew neither.
+ */
+class LinuxSlowStartAppLimitedTestCase : public TestCase
+{
+  public:
+    LinuxSlowStartAppLimitedTestCase()
+        : TestCase("slow start grows a window used only in part, up to twice the packets out")
+    {
+    }
+
+  private:
+    /** Full segments of a bulk write sent within an RTT, after `n` segments written 100 ms before. */
+    static uint32_t BulkFlight(uint32_t n)
+    {
+        Bench bench("100Mbps", "30ms");
+        bench.Install({{0, n * 1448}, {100000000, 100000}});
+        Simulator::Run();
+        std::vector<Time> full = bench.Times(0, 1448);
+        const Time bulk = full.at(n) - MilliSeconds(1); // the write 100 ms after the first
+        uint32_t flight = 0;
+        for (Time t : full)
+        {
+            flight += t >= bulk && t < bulk + MilliSeconds(60);
+        }
+        Simulator::Destroy();
+        return flight;
+    }
+
+    void DoRun() override
+    {
+        NS_TEST_ASSERT_MSG_EQ(BulkFlight(6), 12, "6 of 10 packets out: cwnd 12 (in flight >= cwnd: 10)");
+        NS_TEST_ASSERT_MSG_EQ(BulkFlight(4), 10, "4 of 10 packets out: cwnd 10");
+    }
+};
+
 class MagnetLinuxTcpTestSuite : public TestSuite
 {
   public:
@@ -1351,6 +1392,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
         AddTestCase(new LinuxPacketCountTestCase, Duration::QUICK);
+        AddTestCase(new LinuxSlowStartAppLimitedTestCase, Duration::QUICK);
         AddTestCase(new LinuxRenoDupAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
