@@ -91,7 +91,7 @@ def test_linux_cc_test_suite_passes(programs):
     exits, its rounds from the first ACK, Reno growing only while cwnd-limited, a packet per
     window, and PRR's rate as Linux computes them (ns-3's TcpCubic, TcpNewReno and
     TcpPrrRecovery beside); the window the profile's socket leaves fast recovery with (CUBIC and
-    Reno: ssthresh, grown by what the ending ACK newly delivered); and the profile selecting them."""
+    Reno, with and without SACK: ssthresh, grown by what the ending ACK newly delivered); and the profile selecting them."""
     proc = ns3.run_tests(programs, "--verbose", program="magnet-linux-cc-test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()

@@ -31,9 +31,50 @@ MagnetLinuxPacketCount::SkbDelivered(TcpTxItem* skb)
     // sees it, SACKed or ACKed; a SACKed item ACKed later is not delivered again.
     if (skb->GetRateInformation().m_deliveredTime != Time::Max())
     {
-        m_delivered++; // tcp_count_delivered(tp, tcp_skb_pcount(skb), ...)
+        // tcp_count_delivered(tp, tcp_skb_pcount(skb), ...); without SACK, per ACK (RenoAcked).
+        if (m_reno)
+        {
+            m_renoAcked++;
+        }
+        else
+        {
+            m_delivered++;
+        }
     }
     TcpRateLinux::SkbDelivered(skb);
+}
+
+void
+MagnetLinuxPacketCount::RenoAckStart()
+{
+    m_reno = true;
+    m_renoAcked = 0;
+    m_renoSackedOut = 0;
+    if (m_buffer->GetSacked() > 0)
+    {
+        for (const TcpTxItem* item : MagnetTxScoreboard::Sent(*m_buffer))
+        {
+            m_renoSackedOut += item->IsSacked();
+        }
+    }
+}
+
+void
+MagnetLinuxPacketCount::RenoAcked()
+{
+    if (m_reno && m_renoAcked > 0)
+    {
+        // tcp_remove_reno_sacks: "One ACK acked hole. The rest eat duplicate ACKs."
+        m_delivered += m_renoAcked > m_renoSackedOut ? m_renoAcked - m_renoSackedOut : 1;
+    }
+    m_reno = false;
+    m_renoAcked = 0;
+}
+
+void
+MagnetLinuxPacketCount::RenoDupAck()
+{
+    m_delivered++; // tcp_add_reno_sack: delivered = sacked_out - prior_sacked
 }
 
 void

@@ -39,6 +39,21 @@ class MagnetLinuxPacketCount : public TcpRateLinux
     void SkbDelivered(TcpTxItem* skb) override;
 
     void SetTxBuffer(Ptr<const TcpTxBuffer> buffer);
+
+    /**
+     * Without SACK (tcp_is_reno) Linux counts a duplicate ACK as a packet delivered
+     * (tcp_add_reno_sack: sacked_out grows by one), and a cumulative ACK of `acked`
+     * packets as max(acked - sacked_out, 1) (tcp_remove_reno_sacks: one filled the hole,
+     * the duplicate ACKs counted the rest).  TcpTxBuffer marks a segment SACKed for a
+     * duplicate ACK (AddRenoSack) and hands every segment a cumulative ACK frees to
+     * SkbDelivered, the marked ones too.  The socket calls, per ACK on such a
+     * connection: RenoAckStart as it arrives (sacked_out: the segments marked now),
+     * RenoAcked once TcpTxBuffer has freed what it acknowledges, RenoDupAck if it
+     * marked a segment.
+     */
+    void RenoAckStart();
+    void RenoAcked();
+    void RenoDupAck();
     uint64_t GetDelivered() const; //!< tp->delivered: packets delivered so far
     uint32_t PacketsOut() const;   //!< tp->packets_out: sent and not cumulatively ACKed
     uint32_t InFlight() const;     //!< tcp_packets_in_flight
@@ -105,6 +120,9 @@ class MagnetLinuxPacketCount : public TcpRateLinux
     mutable uint32_t m_inFlight{0};
     mutable bool m_valid{false};
     bool m_appending{false};      //!< BeforeSend saw a valid count and the tail
+    bool m_reno{false};           //!< between RenoAckStart and RenoAcked
+    uint32_t m_renoSackedOut{0};  //!< tp->sacked_out without SACK, as the ACK arrived
+    uint32_t m_renoAcked{0};      //!< packets this ACK freed (pkts_acked)
     bool m_cwndLimited{false};    //!< tp->is_cwnd_limited
     uint32_t m_maxPacketsOut{0};  //!< tp->max_packets_out
     SequenceNumber32 m_cwndUsageSeq; //!< tp->cwnd_usage_seq: snd_nxt when they were set

@@ -1221,7 +1221,9 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
     // ACK of a 205-byte segment acked none).  Given them as whole segments of bytes, its
     // congestion control (segmentsAcked, lastAckedSackedBytes) and recovery (deliveredBytes)
     // count packets.
+    m_packets->RenoAcked();
     const auto delivered = static_cast<uint32_t>(m_packets->GetDelivered() - m_priorDelivered);
+    const uint32_t renoSacked = m_txBuffer->GetSacked();
     m_bytesAckedNotProcessed = 0;
     currentDelivered = delivered * m_tcb->m_segmentSize;
     m_tcb->m_lastAckedSackedBytes = currentDelivered;
@@ -1241,6 +1243,10 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
     }
     TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence,
                               receivedData);
+    if (!m_sackEnabled && m_txBuffer->GetSacked() > renoSacked)
+    {
+        m_packets->RenoDupAck(); // a duplicate ACK marked a segment (AddRenoSack, one at most)
+    }
     if (RackOn())
     {
         const auto state = m_tcb->m_congState.Get();
@@ -1393,6 +1399,10 @@ void
 MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader)
 {
     m_priorDelivered = m_packets->GetDelivered(); // tcp_ack: prior_delivered
+    if (!m_sackEnabled)
+    {
+        m_packets->RenoAckStart(); // before RenoSackOnAck clears the duplicate ACKs' marks
+    }
     if (m_sackEnabled)
     {
         SackTagRetransmitted(tcpHeader);

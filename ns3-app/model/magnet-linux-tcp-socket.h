@@ -68,7 +68,9 @@ namespace ns3
  * - **Packets, not bytes** (MagnetLinuxPacketCount): the congestion control
  *   and the recovery get the packets an ACK delivered (tcp_newly_delivered),
  *   and a segment goes while the packets in flight are fewer than cwnd's
- *   packets (tcp_cwnd_test), a short segment being one packet as a full one;
+ *   packets (tcp_cwnd_test), a short segment being one packet as a full one
+ *   (without SACK, a duplicate ACK one packet delivered, a cumulative ACK
+ *   max(acked - sacked_out, 1): tcp_add_reno_sack, tcp_remove_reno_sacks);
  *   the window grows while it limits the flow (tcp_is_cwnd_limited: filled in
  *   this window of data, or in slow start under twice the most packets out,
  *   as tcp_cwnd_validate keeps them).
