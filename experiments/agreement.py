@@ -51,7 +51,7 @@ import pandas as pd
 
 from magnet.replay import engines, linklog
 from magnet.replay.errors import ReplayError
-from magnet.replay.scenario import Scenario, cross as cross_spec
+from magnet.replay.scenario import Scenario, cross as cross_spec, stack_seed
 from magnetlib import knobs
 from magnetlib.demand import Demand
 from magnetlib.errors import MagnetError, TraceError
@@ -311,7 +311,7 @@ def real_cross(kind: str, args, where: Path) -> dict:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), "cross sink")
         sender = _ready(net.popen(s.cross_ns[0], [*command, "send", f"--addr={s.cross_addr[0]}",
                                                   f"--to={s.cross_addr[1]}", f"--rate={s.path.rate_bps}",
-                                                  f"--seed={cross.stack_seed(scenario.seed, 1)}", "--cc=cubic",
+                                                  f"--seed={stack_seed(scenario.seed, 1)}", "--cc=cubic",
                                                   *cross.spec_args(spec, s.path.rate_bps)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), "cross sender")
         started = time.monotonic()
@@ -360,7 +360,7 @@ def schedule_share(kind: str, args, seconds: float) -> dict:
     if spec.kind == "tcp":
         return {"engine": "schedule", "kind": kind}
     flow = cross.flow_of(spec, BASE_RATE)
-    times = cross.UdpSchedule(flow, BASE_RATE, cross.stack_seed(args.seed, 1), 0).until(int(seconds * 1e9))
+    times = cross.UdpSchedule(flow, BASE_RATE, stack_seed(args.seed, 1), 0).until(int(seconds * 1e9))
     ip = spec.packet_bytes + IP_UDP
     return {"engine": "schedule", "kind": kind, "seconds": seconds,
             "share_pct": 100 * len(times) * ip * 8 / seconds / BASE_RATE, **bursts(times, burst_gap_ns(kind))}

@@ -59,11 +59,6 @@ def spec_args(cross, rate_bps: int | None) -> list[str]:
     return ["--flows=" + parts[0] + ":" + "/".join(parts[1:])]
 
 
-def stack_seed(seed: int, k: int, reverse: bool = False) -> int:
-    """The seed of stack k's cross traffic (each direction its own) for a scenario's seed."""
-    return seed * 1000 + k + (500 if reverse else 0)
-
-
 def flow_of(cross, rate_bps: int | None) -> dict:
     """A scenario.Cross as the sender takes it (its --flows argument, parsed)."""
     return _parse_flows(spec_args(cross, rate_bps)[0].removeprefix("--flows="))

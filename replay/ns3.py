@@ -38,7 +38,7 @@ from magnetlib import buildcache, knobs, signals
 from magnetlib.errors import MagnetError
 
 from .errors import ReplayError
-from .scenario import TCP_MODELS, Cross, Path as NetPath, Scenario
+from .scenario import TCP_MODELS, Cross, Path as NetPath, Scenario, path_seed, stack_seed
 
 APP_DIR = Path(ns3app.__file__).resolve().parent            # ns3-app/ in a checkout
 FORMAT_HEADER_DIR = Path(capture.__file__).resolve().parent  # capture/magnet_format.h
@@ -201,6 +201,8 @@ def chain_args(scenario: Scenario, options: Ns3Options = Ns3Options()) -> list[s
     paths = [scenario.path_of(k) for k in range(1, scenario.stacks + 1)]
     tcp = scenario.tcp
     args = [f"--{flag}={','.join(fmt(p) for p in paths)}" for flag, fmt in _PATH_ARGS.items()]
+    args.append("--pathSeed=" + ",".join(str(path_seed(scenario.seed, k))
+                                         for k in range(1, scenario.stacks + 1)))
     if scenario.cross:
         args.append(f"--cross={','.join(_cross(c) for c in scenario.cross)}")
     values = {
@@ -450,7 +452,7 @@ def write_cross_schedules(demand_path, directory: Path, scenario: Scenario, opti
         for i, flow in enumerate(flows):
             if flow["kind"] == "tcp":
                 continue
-            times = cross_mod.UdpSchedule(flow, rate, cross_mod.stack_seed(scenario.seed, k), i).until(horizon)
+            times = cross_mod.UdpSchedule(flow, rate, stack_seed(scenario.seed, k), i).until(horizon)
             write_demand(Demand.from_arrays(times, np.full(len(times), flow["size"])),
                          directory / f"stack-{k}-cross-{i + 1}.magnet")
     return directory

@@ -178,6 +178,24 @@ class Tcp:
         return ", ".join(flags)
 
 
+# ---------------------------------------------------------- a stack's seeds ---
+def stack_seed(seed: int, k: int, reverse: bool = False) -> int:
+    """The seed of stack k's cross traffic (each direction its own) for a scenario's seed
+    (cross.UdpSchedule's, the real sender's and ns-3's)."""
+    return seed * 1000 + k + (500 if reverse else 0)
+
+
+PATH_SEED_STRIDE = 1_000_003        # a prime above any scenario seed used
+
+
+def path_seed(seed: int, k: int) -> int:
+    """The seed of stack k's path (linkem's --seed; ns-3 draws linkem's loss for it) for a
+    scenario's seed: seed + 1 for stack 1, as it always was, and a stride apart for each
+    later stack, so that no stack of --seed S draws what a stack of --seed S + 1 draws
+    (seed + k did: stack k + 1 of S was stack k of S + 1)."""
+    return seed + 1 + (k - 1) * PATH_SEED_STRIDE
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A chain of `stacks` TCP stacks: stack k runs over path_of(k); in `offline` mode

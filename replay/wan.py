@@ -39,7 +39,7 @@ from pathlib import Path
 from magnetlib import signals
 
 from . import cross, linkem, netns, workers
-from .scenario import Scenario
+from .scenario import Scenario, path_seed, stack_seed
 
 TXQUEUELEN = 1000
 
@@ -62,6 +62,7 @@ class StackPath:
     cross_ns: tuple[str, str] | None = None       # (senders, sinks)
     cross_dev: tuple[str, str] | None = None
     cross_addr: tuple[str, str] | None = None
+    seed: int = 1                                 # linkem's --seed: cross.path_seed
     emulator: linkem.Emulator | None = None
     stats: linkem.Stats | None = None
 
@@ -118,7 +119,8 @@ def _plan(prefix: str, scenario: Scenario, subnet: str) -> list[StackPath]:
         plan.append(StackPath(k, scenario.path_of(k), ns[k - 1], dev["a"], f"{net}.1", ns[k], dev["b"],
                               f"{net}.2", (ns[-2], ns[-1]) if cross else None,
                               (dev["x"], dev["y"]) if cross else None,
-                              (f"{net}.3", f"{net}.4") if cross else None))
+                              (f"{net}.3", f"{net}.4") if cross else None,
+                              seed=path_seed(scenario.seed, k)))
     return plan
 
 
@@ -174,7 +176,7 @@ def chain(prefix: str, scenario: Scenario, out_dir: Path, *, subnet: str = "10.2
         for s in plan:
             signals.check()                      # a signal during the set-up ends it here
             log = None if log_dir is None else Path(log_dir) / (f"stack-{s.k}" if scenario.stacks > 1 else "")
-            s.emulator = linkem.Emulator(f"{prefix}-s{s.k}", _tuns(s), s.path, seed=scenario.seed + s.k,
+            s.emulator = linkem.Emulator(f"{prefix}-s{s.k}", _tuns(s), s.path, seed=s.seed,
                                          stats=Path(out_dir) / f"linkem-{s.k}.json", realtime=realtime,
                                          log=log)
             for ns, lines in _configure(s, scenario, list(route_opts)).items():
@@ -223,7 +225,7 @@ class CrossTraffic:
     def _start_way(self, s: StackPath, way: str, src: int, dst: int) -> None:
         label = f"stack {s.k} {way.replace('_', ' ')}cross-traffic"
         flows = [arg for c in self.scenario.cross for arg in cross.spec_args(c, s.path.rate_bps)]
-        seed = cross.stack_seed(self.scenario.seed, s.k, reverse=bool(way))
+        seed = stack_seed(self.scenario.seed, s.k, reverse=bool(way))
         sink = self._spawn(s.cross_ns[dst], ["sink", f"--addr={s.cross_addr[dst]}"])
         self.procs[(s.k, way)] = (sink, sink)
         _ready(sink, f"{label} sink")

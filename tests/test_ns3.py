@@ -20,7 +20,7 @@ from magnetlib import synth
 from magnetlib.format import Clock, Event
 from magnet.replay import linkem, linklog, ns3, report
 from magnet.replay.ns3 import Ns3Options
-from magnet.replay.scenario import Path as NetPath, Scenario, Tcp, cross
+from magnet.replay.scenario import Path as NetPath, Scenario, Tcp, cross, path_seed, stack_seed
 from magnetlib import knobs
 
 from .conftest import assert_clean_error, ns3_programs, run_magnet
@@ -336,11 +336,11 @@ def linkem_draws(tmp_path_factory):
                                          ("ge:1%/25%", {}), ("2%", {"jitter_ns": 5_000_000})],
                          ids=["bernoulli-queue-drops", "gilbert-elliott", "bernoulli-jitter"])
 def test_loss_draws_are_linkems(programs, ftp_demand, linkem_draws, tmp_path, loss, extra):
-    """Stack k of seed S loses the packets linkem's core loses with stack k's seed S + k
-    (replay/wan.py), its forward direction seeded 2 (S + k): of the packets that left the
-    bottleneck's queue, the same ones in the same order; a packet the queue dropped draws
-    nothing in either (linkem draws after the queue), a packet that got through also draws
-    its jitter."""
+    """Stack k of seed S loses the packets linkem's core loses with stack k's path seed
+    (scenario.path_seed, as replay/wan.py gives linkem), its forward direction seeded twice that:
+    of the packets that left the bottleneck's queue, the same ones in the same order; a packet
+    the queue dropped draws nothing in either (linkem draws after the queue), a packet that
+    got through also draws its jitter."""
     chain = Scenario(stacks=2, path=(NetPath(loss=knobs.loss(loss), **extra),), seed=3)
     run = ns3.run_chain(ftp_demand[1], tmp_path, chain, Ns3Options(link_log=True), programs=programs)
     for k in (1, 2):
@@ -348,10 +348,29 @@ def test_loss_draws_are_linkems(programs, ftp_demand, linkem_draws, tmp_path, lo
         drawn = reason[reason != linklog.REASONS.index("queue drop")]
         lost = drawn == linklog.REASONS.index("random loss")
         assert lost.sum() > 5 and lost.sum() == run.stack(k)["bottleneck_loss_drops"]
-        np.testing.assert_array_equal(lost, linkem_draws(2 * (3 + k), len(drawn), knobs.loss(loss),
+        seed = path_seed(3, k)                               # stack 2: not stack 1 of seed 4
+        assert run.summary["config"]["paths"][k - 1]["seed"] == seed
+        np.testing.assert_array_equal(lost, linkem_draws(2 * seed, len(drawn), knobs.loss(loss),
                                                          extra.get("jitter_ns", 0)))
         if "queue" in extra:
             assert len(drawn) < len(reason)                  # the queue dropped some
+
+
+def test_no_stack_draws_what_a_stack_of_the_next_seed_draws():
+    """Each stack's path seed (linkem's --seed, and the one ns-3 draws linkem's loss for) is
+    its own over seeds and stacks: with seed + k, stack k + 1 of --seed S drew what stack k
+    of --seed S + 1 drew.  Stack 1 keeps seed + 1 (single-stack results keep their draws)."""
+    from magnet.replay import wan
+    seen = {}
+    for seed in range(1, 21):
+        chain = Scenario(stacks=8, seed=seed)
+        seeds = [s.seed for s in wan._plan("mgseed", chain, "10.203")]     # what linkem is given
+        flag = next(a for a in ns3.chain_args(chain) if a.startswith("--pathSeed="))
+        assert flag == "--pathSeed=" + ",".join(map(str, seeds))           # ns-3 draws for the same
+        assert seeds[0] == seed + 1
+        for k, s in enumerate(seeds, 1):
+            assert s not in seen, f"stack {k} of seed {seed} draws what {seen[s]} draws"
+            seen[s] = f"stack {k} of seed {seed}"
 
 
 def test_cross_traffic_shares_the_bottleneck(programs, ftp_demand, tmp_path):
@@ -507,7 +526,7 @@ def test_udp_cross_traffic_plays_the_schedule_the_real_sender_sends(programs, ft
         due = sent = 0
         for i, c in enumerate(chain.cross):
             flow = cross_mod.flow_of(c, 20_000_000)
-            times = cross_mod.UdpSchedule(flow, 20_000_000, cross_mod.stack_seed(4, k), i).until(horizon)
+            times = cross_mod.UdpSchedule(flow, 20_000_000, stack_seed(4, k), i).until(horizon)
             with magnetlib.open(tmp_path / "cross" / f"stack-{k}-cross-{i + 1}.magnet") as trace:
                 played = demand_mod.extract(trace, None, "send", "sock")
             np.testing.assert_array_equal(played.time_ns - played.time_ns[0], times)

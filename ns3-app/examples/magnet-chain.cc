@@ -176,7 +176,8 @@ PathJson(const MagnetChain& chain, uint32_t k)
       << ", \"r\": " << (p.loss.Bursty() ? std::to_string(p.loss.r) : "null")
       << ", \"bad\": " << p.loss.bad << ", \"good\": " << p.loss.good
       << ", \"mean\": " << p.loss.Mean() << "}, \"jitter_ns\": " << p.jitter.GetNanoSeconds()
-      << ", \"mtu\": " << p.mtu << ", \"duplex\": " << Bool(p.duplex) << ", \"mss\": " << c.tcp.Mss(p.mtu)
+      << ", \"mtu\": " << p.mtu << ", \"duplex\": " << Bool(p.duplex) << ", \"seed\": " << p.seed
+      << ", \"mss\": " << c.tcp.Mss(p.mtu)
       << ", \"segment_size\": " << c.tcp.SegmentSize(p.mtu)
       << ", \"description\": " << Quote(chain.Describe(k)) << "}";
     return j.str();
@@ -269,12 +270,13 @@ struct PathFlags
     std::string hops{"1"};
     std::string mtu{"1500"};
     std::string duplex{"0"};
+    std::string seed{"1"};
 
     std::vector<MagnetPathConfig> Paths() const
     {
         std::vector<std::vector<std::string>> lists;
         size_t stacks = 1;
-        for (const auto* text : {&rate, &delay, &queue, &loss, &jitter, &hops, &mtu, &duplex})
+        for (const auto* text : {&rate, &delay, &queue, &loss, &jitter, &hops, &mtu, &duplex, &seed})
         {
             lists.push_back(MagnetSplit(*text, ','));
             stacks = std::max(stacks, lists.back().size());
@@ -292,6 +294,7 @@ struct PathFlags
             p.hops = MagnetCount(value(5), "--hops");
             p.mtu = MagnetCount(value(6), "--mtu");
             p.duplex = MagnetCount(value(7), "--duplex") != 0;
+            p.seed = MagnetCount(value(8), "--pathSeed");
         }
         return paths;
     }
@@ -330,6 +333,8 @@ Parse(int argc, char* argv[])
     cmd.AddValue("mtu", "MTU of each path", path.mtu);
     cmd.AddValue("duplex", "1: the reverse direction has the rate, queue and loss too, and cross "
                            "traffic runs both ways; 0: delay and jitter only", path.duplex);
+    cmd.AddValue("pathSeed", "linkem's --seed of each path, whose loss draws it makes (magnet gives "
+                             "stack k replay/cross.py's path_seed(--seed, k))", path.seed);
     cmd.AddValue("cross", "cross traffic, comma-separated: tcp:N, poisson:SHARE[/BYTES], "
                           "pareto:SHARE[/BYTES/ON/OFF]", cross);
     cmd.AddValue("crossSchedules", "a directory of UDP cross-traffic schedules to play "
@@ -350,7 +355,7 @@ Parse(int argc, char* argv[])
     cmd.AddValue("readSize", "bytes per read at the sinks", t.readSize);
     cmd.AddValue("newDataOnly", "offline: leave retransmitted bytes out of the next demand", newDataOnly);
     cmd.AddValue("startOffset", "time from connection to the demand's time zero", c.startOffset);
-    cmd.AddValue("seed", "random seed (loss, jitter, cross traffic)", c.seed);
+    cmd.AddValue("seed", "random seed of ns-3's draws (jitter, cross traffic; loss: --pathSeed)", c.seed);
     cmd.AddValue("out", "directory for stack-K.magnet and summary.json", c.outDir);
     cmd.AddValue("linkLog", "also write each stack's bottleneck log (stack-K.linklog, linkem's format)",
                  c.linkLog);

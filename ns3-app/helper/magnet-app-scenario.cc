@@ -122,7 +122,7 @@ MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
     nodes.Create(2);
     MagnetTcpProfile::InstallStack(nodes); // the profile's sockets (--tcpModel)
     Ipv4AddressHelper ip(kNetwork, kNetmask);
-    MagnetPath path = MagnetPathHelper(pathConfig, MagnetChain(m_config).LinkemSeed(1))
+    MagnetPath path = MagnetPathHelper(pathConfig)
                           .Install(nodes.Get(0), nodes.Get(1), ip);
     std::unique_ptr<MagnetCrossTraffic> cross;
     Time start;
@@ -212,7 +212,7 @@ MagnetAppScenario::RunReference(const MagnetAppDemand& demand, Time until)
     nodes.Create(2);
     MagnetTcpProfile::InstallStack(nodes); // the replay's TCP for the plain applications too
     Ipv4AddressHelper ip(kNetwork, kNetmask);
-    MagnetPath path = MagnetPathHelper(pathConfig, MagnetChain(m_config).LinkemSeed(1))
+    MagnetPath path = MagnetPathHelper(pathConfig)
                           .Install(nodes.Get(0), nodes.Get(1), ip);
     std::unique_ptr<MagnetCrossTraffic> cross;
     Time start;

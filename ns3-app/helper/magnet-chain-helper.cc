@@ -118,12 +118,6 @@ MagnetChain::SelectDraws(uint32_t k) const
     RngSeedManager::SetRun(static_cast<uint64_t>(m_config.seed - 1) << 32 | k);
 }
 
-uint64_t
-MagnetChain::LinkemSeed(uint32_t k) const
-{
-    return static_cast<uint64_t>(m_config.seed) + k;
-}
-
 std::vector<std::pair<std::string, std::string>>
 MagnetChain::TcpSettings() const
 {
@@ -170,7 +164,7 @@ MagnetChain::BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4Ad
     const MagnetPathConfig& config = m_config.PathOf(k);
     UintegerValue segment(m_config.tcp.SegmentSize(config.mtu));
     Stack stack;
-    stack.path = MagnetPathHelper(config, LinkemSeed(k)).Install(sender, receiver, ip);
+    stack.path = MagnetPathHelper(config).Install(sender, receiver, ip);
     MagnetSinkHelper sinks(m_profile.SocketFactory().GetName(), InetSocketAddress(Ipv4Address::GetAny(), kPort));
     sinks.SetAttribute("ReadSize", UintegerValue(m_config.tcp.readSize));
     stack.sink = DynamicCast<MagnetSinkApplication>(sinks.Install(receiver).Get(0));
@@ -375,7 +369,7 @@ MagnetChain::RunBulkSend(uint64_t bytes, uint32_t sendSize)
     MagnetTcpProfile::InstallStack(nodes);
     Ipv4AddressHelper ip(kNetwork, kNetmask);
     MagnetPath path =
-        MagnetPathHelper(m_config.PathOf(1), LinkemSeed(1)).Install(nodes.Get(0), nodes.Get(1), ip);
+        MagnetPathHelper(m_config.PathOf(1)).Install(nodes.Get(0), nodes.Get(1), ip);
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
     BulkSendHelper bulk(m_profile.SocketFactory().GetName(), InetSocketAddress(path.receiverAddress, kPort));
     bulk.SetAttribute("MaxBytes", UintegerValue(bytes));

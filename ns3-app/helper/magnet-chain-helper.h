@@ -103,15 +103,9 @@ class MagnetChain
 
     /**
      * Make ns-3's random numbers from now on those of the config's seed and stack k
-     * (cross traffic, jitter; the loss draws are linkem's, LinkemSeed).
+     * (cross traffic, jitter; the loss draws are linkem's, MagnetPathConfig::seed).
      */
     void SelectDraws(uint32_t k) const;
-
-    /**
-     * The seed real TCP's linkem of stack k runs with (replay/wan.py: the scenario's
-     * seed + k), whose loss draws stack k's path makes (MagnetLinkemLossModel).
-     */
-    uint64_t LinkemSeed(uint32_t k) const;
 
     /** The TCP settings new sockets get now, as (setting, value): to state what was used. */
     std::vector<std::pair<std::string, std::string>> TcpSettings() const;

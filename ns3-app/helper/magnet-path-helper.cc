@@ -361,9 +361,8 @@ Join(Ptr<PointToPointNetDevice> a, Ptr<PointToPointNetDevice> b, Ptr<PointToPoin
 
 } // namespace
 
-MagnetPathHelper::MagnetPathHelper(MagnetPathConfig config, uint64_t seed)
-    : m_config(std::move(config)),
-      m_seed(seed)
+MagnetPathHelper::MagnetPathHelper(MagnetPathConfig config)
+    : m_config(std::move(config))
 {
 }
 
@@ -425,7 +424,7 @@ MagnetPathHelper::Errors(bool reverse) const
     // unless duplex).
     const MagnetLossConfig& loss = m_config.loss;
     return CreateObjectWithAttributes<MagnetLinkemLossModel>(
-        "Seed", UintegerValue(MagnetLinkemLossModel::DirectionSeed(m_seed, reverse)),
+        "Seed", UintegerValue(MagnetLinkemLossModel::DirectionSeed(m_config.seed, reverse)),
         "GilbertElliott", BooleanValue(loss.Bursty()), "P", DoubleValue(loss.p),
         "R", DoubleValue(loss.Bursty() ? loss.r : 1.0), "LossBad", DoubleValue(loss.bad),
         "LossGood", DoubleValue(loss.good), "JitterDraws", BooleanValue(m_config.jitter.IsStrictlyPositive()));

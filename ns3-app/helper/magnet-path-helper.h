@@ -51,6 +51,7 @@ struct MagnetPathConfig
     uint32_t hops{1};
     uint32_t mtu{1500};
     bool duplex{false};         //!< the reverse direction is a link like the forward one
+    uint64_t seed{1};           //!< linkem's --seed of this path: its loss draws (replay/cross.py path_seed)
 
     uint32_t Bottleneck() const; //!< index of the bottleneck hop (0-based)
     Time HopDelay(uint32_t hop) const;
@@ -109,11 +110,8 @@ class MagnetPathHelper
     static constexpr const char* kFastRate = "10Gbps";   //!< the hops that are not the bottleneck
     static constexpr const char* kFastQueue = "100000p"; //!< ... never drop
 
-    /**
-     * `seed`: linkem's --seed for this path (replay/wan.py gives stack k of a
-     * scenario's seed S the seed S + k); the loss draws are linkem's for it.
-     */
-    explicit MagnetPathHelper(MagnetPathConfig config, uint64_t seed = 1);
+    /** The loss draws are linkem's for the config's seed. */
+    explicit MagnetPathHelper(MagnetPathConfig config);
 
     /** The path from `sender` to `receiver` (routers made here), addresses from `ip`. */
     MagnetPath Install(Ptr<Node> sender, Ptr<Node> receiver, Ipv4AddressHelper& ip) const;
@@ -126,7 +124,6 @@ class MagnetPathHelper
     Ptr<ErrorModel> Errors(bool reverse) const; //!< a direction's loss model, linkem's draws
 
     MagnetPathConfig m_config;
-    uint64_t m_seed;
 };
 
 /**
