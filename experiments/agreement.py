@@ -6,6 +6,7 @@ the cross traffic both engines put on the bottleneck, compared on its own.
     magnet experiment agreement [--quick] [--out DIR] [--runs N] [--settings base,...]
                                 [--workloads paper,...] [--stacks 4] [--tcp-model linux|ns3]
                                 [--skip-map] [--skip-cross] [--cross-duration 30]
+                                [--update PREVIOUS_OUT]
     magnet experiment agreement --suite FIDELITY_WORK [--out DIR]
 
 The map: each (setting, workload) runs --runs times in each engine, interleaved (run r of
@@ -13,7 +14,9 @@ both engines with seed --seed + r), and for every stack k >= 1 the study reports
 difference of ns-3's median from Linux's median in mean data-segment size, mean gap,
 throughput and the sender's measured RTT (and both engines' retransmitted bytes), beside
 Linux's own run-to-run spread ((max - min) / median over its runs).  A cell agrees when
-all four differences are within 10 %.
+all four differences are within 10 %.  --update PREVIOUS_OUT re-runs only --settings and
+takes every other setting's runs from PREVIOUS_OUT/runs.csv (a previous map with the same
+--runs), so that the whole map is scored again after a change that moves a few settings.
 
 The cross traffic (pareto:50%, poisson:30%, tcp:4 on the base path, --cross-duration
 seconds, a probe of 100 B a second as the replay): its share of the bottleneck (IP bytes
@@ -86,6 +89,8 @@ def options(argv):
     p.add_argument("--skip-map", action="store_true", help="only the cross-traffic study")
     p.add_argument("--skip-cross", action="store_true", help="only the map")
     p.add_argument("--work", type=Path, help="keep every run's files here (default: a temporary directory)")
+    p.add_argument("--update", type=Path, metavar="PREVIOUS_OUT",
+                   help="re-run only --settings; every other setting's runs from PREVIOUS_OUT/runs.csv")
     p.add_argument("--suite", type=Path, metavar="FIDELITY_WORK",
                    help="only the suite's applications, from the runs a fidelity study kept in its --work "
                         "directory (runs nothing; results in OUT/suite)")
@@ -130,6 +135,28 @@ def run_map(args, work: Path, live: Demand | None) -> tuple[pd.DataFrame | None,
         if not args.work:
             shutil.rmtree(where, ignore_errors=True)
     return (pd.concat(frames, ignore_index=True) if frames else None), failed
+
+
+def previous_runs(args) -> pd.DataFrame:
+    """--update's runs.csv, refused unless it holds the same number of runs of each cell."""
+    path = args.update / "runs.csv"
+    try:
+        previous = pd.read_csv(path)
+    except (OSError, ValueError) as e:
+        common.gate(False, f"--update: {path}: {e}")
+    runs = sorted(previous["run"].unique()) if "run" in previous else []
+    common.gate(runs == list(range(1, args.runs + 1)),
+                f"--update: {path}: runs {runs}, not 1-{args.runs} as --runs {args.runs}")
+    return previous
+
+
+def updated(previous: pd.DataFrame, settings: list[str], runs: pd.DataFrame | None) -> pd.DataFrame:
+    """The previous map's runs with the settings' rows replaced by this run's, in plan order."""
+    kept = previous[~previous["setting"].isin(settings)]
+    both = pd.concat([kept, runs] if runs is not None else [kept], ignore_index=True)
+    order = {s.name: i for i, s in enumerate(modmap.SETTINGS)}
+    return both.sort_values(["run", "setting"], key=lambda c: c.map(order) if c.name == "setting" else c,
+                            kind="stable").reset_index(drop=True)
 
 
 def cells(runs: pd.DataFrame) -> pd.DataFrame:
@@ -543,12 +570,14 @@ def main(argv: list[str] | None = None) -> int:
     failed: list[str] = []
     try:
         if not args.skip_map:
+            earlier = previous_runs(args) if args.update else None
             live = None
             if "vsftpd" in args.workloads:
                 live, why = modmap.capture_vsftpd(work, args.file_size)
                 if why:
                     skipped["vsftpd workload"] = why
             runs, failed = run_map(args, work, live)
+            runs = updated(earlier, args.settings, runs) if args.update else runs
             load.append(os.getloadavg()[0])
         if not args.skip_cross:
             cross, more = run_cross(args, work)

@@ -98,6 +98,24 @@ def test_cells_compare_medians_and_show_linuxs_spread():
     assert agreement.mechanism(row) == agreement.SPREAD_NOTE      # and within Linux's spread
 
 
+def test_update_reruns_only_its_settings_and_keeps_the_rest(tmp_path):
+    """--update: the re-run settings' rows replace the previous map's, every other setting's
+    are kept, in the study's order; a previous map with other --runs is refused."""
+    def rows(settings, run_count, size):
+        return pd.DataFrame([{"engine": e, "setting": s, "workload": "paper", "stack": 1, "run": r,
+                              "mean_size": size} for r in range(1, run_count + 1) for s in settings
+                             for e in ("ns-3", "tcp")])
+    previous = rows(["base", "loss=1%", "wan"], 1, 1000)
+    both = agreement.updated(previous, ["wan", "loss=1%"], rows(["wan", "loss=1%"], 1, 2000))
+    assert list(both["setting"]) == ["base"] * 2 + ["loss=1%"] * 2 + ["wan"] * 2
+    assert list(both["mean_size"]) == [1000] * 2 + [2000] * 4
+    previous.to_csv(tmp_path / "runs.csv", index=False)
+    args = agreement.options(["--update", str(tmp_path), "--runs", "1", "--settings", "wan"])
+    assert agreement.previous_runs(args).equals(previous)
+    with pytest.raises(SystemExit):
+        agreement.previous_runs(agreement.options(["--update", str(tmp_path), "--runs", "3"]))
+
+
 def test_bursts_split_at_silences():
     ms = 1_000_000
     times = np.r_[np.arange(0, 100 * ms, ms // 2), np.arange(300 * ms, 350 * ms, ms // 2)]
