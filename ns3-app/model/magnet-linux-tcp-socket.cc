@@ -42,6 +42,7 @@ constexpr uint32_t kSkbOverhead = 576;   // MAX_TCP_HEADER + skb_shared_info, pe
 constexpr uint32_t kSkbStruct = 256;     // SKB_DATA_ALIGN(sizeof(struct sk_buff))
 constexpr uint32_t kInitCwnd = 10;       // TCP_INIT_CWND
 constexpr uint32_t kReorderingPlusOne = 4;
+constexpr uint32_t kReordering = 3;      // tcp_reordering (TCP_FASTRETRANS_THRESH)
 constexpr uint32_t kPingPongThresh = 1;  // TCP_PINGPONG_THRESH
 constexpr uint32_t kMaxReordering = 300; // tcp_max_reordering
 constexpr int64_t kTimeoutMinUs = 2000;  // TCP_TIMEOUT_MIN_US
@@ -1243,6 +1244,7 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
     }
     TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence,
                               receivedData);
+    const auto baseState = m_tcb->m_congState.Get();
     if (!m_sackEnabled && m_txBuffer->GetSacked() > renoSacked)
     {
         m_packets->RenoDupAck(); // a duplicate ACK marked a segment (AddRenoSack, one at most)
@@ -1261,6 +1263,7 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
             XmitRetransmitQueue();
         }
     }
+    RaiseCwnd(ackNumber > oldHeadSequence, scoreboardUpdated, delivered, baseState);
     if (m_probeOut && ackNumber >= m_tlpHighSeq)
     {
         m_probeOut = false; // the probe's episode is over
@@ -1285,6 +1288,28 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
     // Any other ACK (a duplicate, the peer's data with the same ACK number) leaves the
     // one timer as it is: the probe took the RTO's place, and cancelling it here left
     // the connection with no timer at all, a lost tail never resent.
+}
+
+void
+MagnetLinuxTcpSocket::RaiseCwnd(bool advanced, bool sacked, uint32_t delivered, TcpSocketState::TcpCongState_t baseState)
+{
+    // tcp_cong_control: outside CWR and Recovery the window grows by the packets delivered
+    // on an ACK tcp_may_raise_cwnd allows: one that advanced snd_una (FLAG_DATA_ACKED), or,
+    // with tp->reordering above tcp_reordering, any that delivered (FLAG_FORWARD_PROGRESS).
+    // TcpSocketBase grows it only where the ACK advanced snd_una and leaves it in Open or
+    // Loss: not in Disorder, where an ACK that also SACKed counts as a duplicate ACK.
+    const auto state = m_tcb->m_congState.Get();
+    if (delivered == 0 || state == TcpSocketState::CA_RECOVERY || state == TcpSocketState::CA_CWR)
+    {
+        return;
+    }
+    const bool grown = advanced && (baseState == TcpSocketState::CA_OPEN || baseState == TcpSocketState::CA_LOSS);
+    const bool mayRaise = advanced || (m_reordering > kReordering && sacked);
+    if (mayRaise && !grown)
+    {
+        m_congestionControl->IncreaseWindow(m_tcb, delivered);
+        m_tcb->m_cWndInfl = m_tcb->m_cWnd;
+    }
 }
 
 void

@@ -73,7 +73,8 @@ namespace ns3
  *   max(acked - sacked_out, 1): tcp_add_reno_sack, tcp_remove_reno_sacks);
  *   the window grows while it limits the flow (tcp_is_cwnd_limited: filled in
  *   this window of data, or in slow start under twice the most packets out,
- *   as tcp_cwnd_validate keeps them).
+ *   as tcp_cwnd_validate keeps them), and on any ACK tcp_may_raise_cwnd allows
+ *   outside CWR and Recovery (in Disorder too: tcp_cong_control).
  * - **Giving up** (tcp_write_timeout): an RTO with no progress since the last
  *   one gives up once the time tcp_retries2 (15) RTOs from TCP_RTO_MIN would
  *   take, doubling up to TCP_RTO_MAX, has passed since the episode's first
@@ -193,6 +194,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void BackOffSyn(uint8_t flags); //!< a SYN's timer as tcp_retransmit_timer backs it off
     bool ScheduleLossProbe(); //!< false: no probe is due (the RTO is the timer)
     void RearmRto();
+    /** tcp_cong_control's growth where TcpSocketBase has none (in Disorder, or on SACKs with reordering). */
+    void RaiseCwnd(bool advanced, bool sacked, uint32_t delivered, TcpSocketState::TcpCongState_t baseState);
     void LossProbe();
     uint32_t PerMss() const;
 

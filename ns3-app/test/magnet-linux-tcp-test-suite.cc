@@ -1371,6 +1371,101 @@ class LinuxSlowStartAppLimitedTestCase : public TestCase
     }
 };
 
+/** The TCP acknowledgment number of a point-to-point frame holding a pure ACK, or -1. */
+int64_t
+PureAck(Ptr<const Packet> frame)
+{
+    uint8_t b[2 + 60 + 12];
+    uint32_t n = frame->CopyData(b, sizeof b);
+    const uint32_t ihl = (b[2] & 0x0F) * 4u;
+    if (Payload(frame) != 0 || n < 2 + ihl + 12)
+    {
+        return -1;
+    }
+    const uint8_t* tcp = b + 2 + ihl;
+    return int64_t{tcp[8]} << 24 | int64_t{tcp[9]} << 16 | int64_t{tcp[10]} << 8 | tcp[11];
+}
+
+/** Loses the packets a function picks. */
+class FilterErrorModel : public ErrorModel
+{
+  public:
+    explicit FilterErrorModel(std::function<bool(Ptr<const Packet>)> lose)
+        : m_lose(std::move(lose))
+    {
+    }
+
+  private:
+    bool DoCorrupt(Ptr<Packet> p) override
+    {
+        return m_lose(p);
+    }
+
+    void DoReset() override
+    {
+    }
+
+    std::function<bool(Ptr<const Packet>)> m_lose;
+};
+
+/**
+ * Linux grows the window on any ACK that advances snd_una outside CWR and Recovery
+ * (tcp_cong_control, tcp_may_raise_cwnd: FLAG_DATA_ACKED), in Disorder too, by the
+ * packets it delivered.  A first flight of 10 (10 Mbit/s, 30 ms), the 3rd segment
+ * 5.4 ms late (after the 7th) and the 6th 2.7 ms late (after the 8th), the three
+ * duplicate ACKs SACKing 4, 5 and 7 lost: the ACK of 3-5 that SACKs 7 delivers 4
+ * packets (cwnd 12 -> 16), the SACK of 8 none to grow on (no reordering seen), the
+ * ACKs of 6 (7 and 8 SACKed before), 9 and 10 one each: 19.  ns-3 counted the ACK
+ * of 3-5 a duplicate ACK (it SACKed) and grew nothing in Disorder: 15.
+ */
+class LinuxDisorderGrowthTestCase : public TestCase
+{
+  public:
+    LinuxDisorderGrowthTestCase()
+        : TestCase("in Disorder an ACK that advances snd_una grows the window (tcp_may_raise_cwnd)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("10Mbps", "30ms");
+        auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
+        std::map<int64_t, Time> delays{{1 + 2 * 1448, MicroSeconds(5400)}, {1 + 5 * 1448, MicroSeconds(2700)}};
+        device->SetAttribute("ReceiveErrorModel", PointerValue(Create<DelayErrorModel>(device, delays, [](int64_t) {})));
+        uint32_t dupAcks = 0; // of the 3rd segment: the ACK of the 2nd passes, the next three are lost
+        bench.devices.Get(0)->SetAttribute("ReceiveErrorModel", PointerValue(Create<FilterErrorModel>([&](Ptr<const Packet> p) {
+                                               return PureAck(p) == 1 + 2 * 1448 && dupAcks++ > 0;
+                                           })));
+        auto app = bench.Install(Periodic(1, 100 * 1448, MilliSeconds(1)));
+        uint32_t cwnd = 0;
+        std::function<void(uint32_t, uint32_t)> onCwnd = [&](uint32_t, uint32_t now) { cwnd = now / 1448; };
+        Simulator::Schedule(MilliSeconds(1), [&]() {
+            app->GetSocket()->TraceConnectWithoutContext(
+                "CongestionWindow", MakeCallback(&std::function<void(uint32_t, uint32_t)>::operator(), &onCwnd));
+        });
+        Time first = Time::Max();
+        std::function<void(Ptr<const Packet>)> onTx = [&](Ptr<const Packet> frame) {
+            first = Payload(frame) > 0 ? std::min(first, Simulator::Now()) : first;
+        };
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onTx));
+        uint32_t afterFirstFlight = 0;
+        std::function<void()> sample = [&]() {
+            if (first != Time::Max() && Simulator::Now() >= first + MilliSeconds(100))
+            {
+                afterFirstFlight = afterFirstFlight ? afterFirstFlight : cwnd;
+                return;
+            }
+            Simulator::Schedule(MilliSeconds(1), sample);
+        };
+        Simulator::Schedule(MilliSeconds(1), sample);
+        Simulator::Stop(Seconds(2));
+        Simulator::Run();
+        Simulator::Destroy();
+        NS_TEST_ASSERT_MSG_EQ(afterFirstFlight, 19, "10 + 2 + 4 + 3: the ACK of 3-5 that SACKs 7 grows the window by 4");
+    }
+};
+
 class MagnetLinuxTcpTestSuite : public TestSuite
 {
   public:
@@ -1393,6 +1488,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
         AddTestCase(new LinuxPacketCountTestCase, Duration::QUICK);
         AddTestCase(new LinuxSlowStartAppLimitedTestCase, Duration::QUICK);
+        AddTestCase(new LinuxDisorderGrowthTestCase, Duration::QUICK);
         AddTestCase(new LinuxRenoDupAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
