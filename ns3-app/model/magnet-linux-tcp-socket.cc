@@ -990,6 +990,10 @@ uint32_t
 MagnetLinuxTcpSocket::AvailableWindow() const
 {
     UpdateNagle(); // SendPendingData asks for the window before each segment
+    if (OnlyUnlostLeft())
+    {
+        return 0;
+    }
     // tcp_cwnd_test: cwnd counts packets, a short segment takes one as a full one does.
     // TcpSocketBase's byte test stays for the peer's window (and, as a segment is at most
     // an MSS, its cwnd part is never the tighter).
@@ -1166,6 +1170,22 @@ MagnetLinuxTcpSocket::SlowStartAfterIdleCheck()
     }
     m_tcb->m_cWnd = std::max(cwnd, restart) * seg;
     m_tcb->m_cWndInfl = m_tcb->m_cWnd;
+}
+
+bool
+MagnetLinuxTcpSocket::OnlyUnlostLeft() const
+{
+    // tcp_xmit_retransmit_queue resends only segments marked lost (it skips any without
+    // TCPCB_LOST), and tcp_write_xmit sends new data.  In Recovery with SACK, once NextSeg
+    // has neither, it falls back on RFC 6675's rule 3, an unSACKed segment below the highest
+    // SACKed one that is not marked lost: Linux sends nothing.
+    if (!m_sackEnabled || m_tcb->m_congState != TcpSocketState::CA_RECOVERY)
+    {
+        return false;
+    }
+    SequenceNumber32 seq;
+    SequenceNumber32 high;
+    return !m_txBuffer->NextSeg(&seq, &high, false);
 }
 
 uint32_t

@@ -63,8 +63,9 @@ namespace ns3
  *   (tcp_rack_reo_wnd; no DSACKs from ns-3, so one step); a reordering timer
  *   for the segments still within it (tcp_rack_reo_timeout), in the RTO's
  *   place.  Recovery starts when a segment is marked lost (tcp_time_to_recover:
- *   with RACK, duplicate ACKs do not count), lost segments are resent first
- *   (tcp_xmit_retransmit_queue).  Off, ns-3's RFC 6675 rules detect loss.
+ *   with RACK, duplicate ACKs do not count), lost segments are resent first,
+ *   and in Recovery only they (tcp_xmit_retransmit_queue; with SACK ns-3's RFC 6675
+ *   rule 3 is off).  Off, ns-3's RFC 6675 rules detect loss.
  * - **Packets, not bytes** (MagnetLinuxPacketCount): the congestion control
  *   and the recovery get the packets an ACK delivered (tcp_newly_delivered),
  *   and a segment goes while the packets in flight are fewer than cwnd's
@@ -187,6 +188,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void UpdateNagle() const;
     void SlowStartAfterIdleCheck();
     void SndBufExpand();
+    bool OnlyUnlostLeft() const; //!< in Recovery with SACK, NextSeg has no lost segment or new data
     void ApplySndBuf();
     bool LinuxOpen() const;   //!< TCP_CA_Open or CWR with nothing SACKed or lost: a probe may go
     bool RetransmitsTimedOut() const; //!< retransmits_timed_out(sk, tcp_retries2, 0)

@@ -1099,6 +1099,67 @@ class DelayErrorModel : public ErrorModel
     std::function<void(int64_t)> m_delivered;
 };
 
+/** A write of whole segments over 10 Mbit/s, 30 ms each way, with node 1 holding back or losing some. */
+struct DelayedRun
+{
+    std::map<int64_t, std::vector<Time>> sends; //!< node 0's data segments by sequence number: when sent
+    int stateAtLateSack{-1}; //!< the sender's congestion state when the `late` segment's SACK came
+
+    size_t Sends(int64_t seq) const
+    {
+        auto it = sends.find(seq);
+        return it == sends.end() ? 0 : it->second.size();
+    }
+};
+
+/** The sequence number of the n-th (from 1) full segment of the write. */
+int64_t
+SegmentSeq(uint32_t n)
+{
+    return 1 + int64_t{n - 1} * 1448;
+}
+
+/**
+ * `segments` full segments written at once; node 1 holds back the first copy of each
+ * segment in `delays` for that long (0: loses it).  The sender's state is read as the
+ * ACK of `late`'s arrival reaches it (30 ms and 0.06 ms on the wire later).
+ */
+DelayedRun
+RunDelayed(uint32_t segments, const std::map<int64_t, Time>& delays, int64_t late)
+{
+    DelayedRun run;
+    Bench bench("10Mbps", "30ms");
+    auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
+    int congState = TcpSocketState::CA_OPEN;
+    device->SetAttribute("ReceiveErrorModel",
+                         PointerValue(Create<DelayErrorModel>(device, delays, [&](int64_t seq) {
+                             if (seq == late)
+                             {
+                                 Simulator::Schedule(MicroSeconds(30060), [&]() { run.stateAtLateSack = congState; });
+                             }
+                         })));
+    std::function<void(Ptr<const Packet>)> onTx = [&](Ptr<const Packet> frame) {
+        if (int64_t seq = DataSeq(frame); seq >= 0)
+        {
+            run.sends[seq].push_back(Simulator::Now());
+        }
+    };
+    bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onTx));
+    Ptr<MagnetReplayApplication> app = bench.Install(Periodic(1, segments * 1448, MilliSeconds(1)));
+    app->SetAttribute("CloseAtEnd", BooleanValue(false));
+    std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)> onState =
+        [&](TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now) { congState = now; };
+    Simulator::Schedule(MilliSeconds(1), [&]() {
+        app->GetSocket()->TraceConnectWithoutContext(
+            "CongState",
+            MakeCallback(&std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)>::operator(), &onState));
+    });
+    Simulator::Stop(Seconds(3));
+    Simulator::Run();
+    Simulator::Destroy();
+    return run;
+}
+
 /**
  * The reordering window once reordering has been seen.  Linux 6.18's tcp_rack_reo_wnd
  * (net/ipv4/tcp_recovery.c) returns 0 only while !tp->reord_seen and either
@@ -1121,66 +1182,54 @@ class LinuxReorderingWindowTestCase : public TestCase
     }
 
   private:
-    /** The sends of the 51st segment; the sender's state when its SACK came; sends of the 31st. */
-    std::vector<Time> Sends(bool reorderFirst, int* state, size_t* lostSends)
-    {
-        Bench bench("10Mbps", "30ms");
-        const int64_t lost = 1 + 30 * 1448;
-        const int64_t late = 1 + 50 * 1448;
-        std::map<int64_t, Time> delays{{late, MilliSeconds(10)}, {lost, Time(0)}}; // 0: lost
-        if (reorderFirst)
-        {
-            delays[1 + 1448] = MilliSeconds(2);
-        }
-        auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
-        Ptr<MagnetReplayApplication> app;
-        int congState = TcpSocketState::CA_OPEN;
-        *state = -1;
-        device->SetAttribute("ReceiveErrorModel",
-                             PointerValue(Create<DelayErrorModel>(device, delays, [&](int64_t seq) {
-                                 if (seq == late)
-                                 {
-                                     // its SACK reaches the sender 30 ms (and 0.05 ms on the wire) later
-                                     Simulator::Schedule(MicroSeconds(30060), [&]() { *state = congState; });
-                                 }
-                             })));
-        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&Bench::OnSeqTx, &bench, late));
-        std::vector<Time> lostSent;
-        std::function<void(Ptr<const Packet>)> onLost = [&](Ptr<const Packet> frame) {
-            if (DataSeq(frame) == lost)
-            {
-                lostSent.push_back(Simulator::Now());
-            }
-        };
-        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onLost));
-        app = bench.Install(Periodic(1, 120 * 1448, MilliSeconds(1)));
-        app->SetAttribute("CloseAtEnd", BooleanValue(false));
-        std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)> onState =
-            [&](TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now) { congState = now; };
-        Simulator::Schedule(MilliSeconds(1), [&]() {
-            app->GetSocket()->TraceConnectWithoutContext(
-                "CongState",
-                MakeCallback(&std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)>::operator(), &onState));
-        });
-        Simulator::Stop(Seconds(3));
-        Simulator::Run();
-        std::vector<Time> sends = bench.seqSent;
-        *lostSends = lostSent.size();
-        Simulator::Destroy();
-        return sends;
-    }
-
     void DoRun() override
     {
-        int state = -1;
-        size_t lostSends = 0;
-        std::vector<Time> seen = Sends(true, &state, &lostSends);
-        NS_TEST_ASSERT_MSG_EQ(lostSends, 2, "the lost 31st resent once");
-        NS_TEST_ASSERT_MSG_EQ(state, int{TcpSocketState::CA_RECOVERY}, "the 51st's SACK comes in Recovery");
-        NS_TEST_ASSERT_MSG_EQ(seen.size(), 1, "reordering seen: the late 51st is not resent");
-        std::vector<Time> unseen = Sends(false, &state, &lostSends);
-        NS_TEST_ASSERT_MSG_EQ(lostSends, 2, "the lost 31st resent once");
-        NS_TEST_ASSERT_MSG_EQ(unseen.size(), 2, "no reordering seen: window 0, the late 51st resent");
+        const int64_t lost = SegmentSeq(31);
+        const int64_t late = SegmentSeq(51);
+        std::map<int64_t, Time> delays{{late, MilliSeconds(10)}, {lost, Time(0)}}; // 0: lost
+        DelayedRun unseen = RunDelayed(120, delays, late);
+        delays[SegmentSeq(2)] = MilliSeconds(2);
+        DelayedRun seen = RunDelayed(120, delays, late);
+        NS_TEST_ASSERT_MSG_EQ(seen.Sends(lost), 2, "the lost 31st resent once");
+        NS_TEST_ASSERT_MSG_EQ(seen.stateAtLateSack, int{TcpSocketState::CA_RECOVERY}, "the 51st's SACK comes in Recovery");
+        NS_TEST_ASSERT_MSG_EQ(seen.Sends(late), 1, "reordering seen: the late 51st is not resent");
+        NS_TEST_ASSERT_MSG_EQ(unseen.Sends(lost), 2, "the lost 31st resent once");
+        NS_TEST_ASSERT_MSG_EQ(unseen.Sends(late), 2, "no reordering seen: window 0, the late 51st resent");
+    }
+};
+
+/**
+ * In Recovery, Linux resends only segments marked lost: tcp_xmit_retransmit_queue
+ * (net/ipv4/tcp_output.c) skips any without TCPCB_LOST, and with RACK only
+ * tcp_rack_mark_lost marks them (tcp_identify_packet_loss, tcp_input.c).  ns-3's NextSeg
+ * (RFC 6675 rule 3) resends an unSACKed segment below the highest SACKed one once no new
+ * data is left to send.  60 segments written at once, reordering seen (the 2nd held back
+ * 2 ms), the 31st lost and the 51st held back 10 ms: the 51st is still within RACK's
+ * window (min_rtt/4) when Recovery has nothing new to send, and is not resent.
+ */
+class LinuxRecoveryResendsLostOnlyTestCase : public TestCase
+{
+  public:
+    LinuxRecoveryResendsLostOnlyTestCase()
+        : TestCase("RACK: Recovery with no new data resends only segments marked lost")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        const int64_t lost = SegmentSeq(31);
+        const int64_t late = SegmentSeq(51);
+        DelayedRun run = RunDelayed(60, {{SegmentSeq(2), MilliSeconds(2)}, {lost, Time(0)}, {late, MilliSeconds(10)}}, late);
+        NS_TEST_ASSERT_MSG_EQ(run.stateAtLateSack, int{TcpSocketState::CA_RECOVERY}, "the 51st's SACK comes in Recovery");
+        NS_TEST_ASSERT_MSG_EQ(run.Sends(lost), 2, "the lost 31st resent once");
+        NS_TEST_ASSERT_MSG_EQ(run.Sends(late), 1, "the late 51st, never marked lost, not resent");
+        size_t sends = 0;
+        for (const auto& [seq, times] : run.sends)
+        {
+            sends += times.size();
+        }
+        NS_TEST_ASSERT_MSG_EQ(sends, 61, "60 segments and one resend");
     }
 };
 
@@ -1483,6 +1532,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxLostRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxSackedRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxReorderingWindowTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRecoveryResendsLostOnlyTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
