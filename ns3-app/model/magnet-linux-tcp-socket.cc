@@ -1035,6 +1035,15 @@ MagnetLinuxTcpSocket::SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, boo
         m_lastSeq = seq;
         m_lastLen = sz;
     }
+    if (!fresh && sz && !m_sendingProbe && seq == m_txBuffer->HeadSequence() && !m_reoTimer.IsPending())
+    {
+        // tcp_xmit_retransmit_queue: resending the head restarts the RTO from now (rearm_timer,
+        // tcp_reset_xmit_timer with icsk_rto), unless RACK's reordering timer holds the place.
+        // TcpSocketBase arms it only when none is pending.
+        Simulator::Cancel(m_probeTimer);
+        m_retxEvent.Cancel();
+        m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
+    }
     if (!fresh && sz)
     {
         auto [it, added] = m_retransmitted.emplace(seq, seq + sz);
@@ -1297,9 +1306,16 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
     }
     else if (ackNumber > oldHeadSequence)
     {
-        // tcp_set_xmit_timer: an ACK of new data re-arms the probe, else the RTO.
+        // tcp_set_xmit_timer: an ACK of new data re-arms the probe, else the RTO, from now
+        // (tcp_schedule_loss_probe(sk, true) bounds the probe by a whole icsk_rto, and
+        // tcp_rearm_rto restarts the RTO).  TcpSocketBase restarts it on the first partial
+        // ACK of a recovery only, and not in Disorder.
         Simulator::Cancel(m_probeTimer);
         Simulator::Cancel(m_reoTimer);
+        if (Outstanding())
+        {
+            m_retxEvent.Cancel();
+        }
         if (!ScheduleLossProbe())
         {
             RearmRto();
@@ -1340,11 +1356,16 @@ MagnetLinuxTcpSocket::RearmRto()
     // after a probe had taken the RTO's place that left none.
     // In LAST_ACK the FIN is out until its ACK closes the socket (Linux keeps it in the
     // retransmission queue like data).
-    bool out = m_tcb->m_highTxMark.Get() > m_txBuffer->HeadSequence() || m_state == LAST_ACK;
-    if (out && !m_retxEvent.IsPending() && !m_probeTimer.IsPending() && !m_reoTimer.IsPending())
+    if (Outstanding() && !m_retxEvent.IsPending() && !m_probeTimer.IsPending() && !m_reoTimer.IsPending())
     {
         m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
     }
+}
+
+bool
+MagnetLinuxTcpSocket::Outstanding() const
+{
+    return m_tcb->m_highTxMark.Get() > m_txBuffer->HeadSequence() || m_state == LAST_ACK;
 }
 
 // ------------------------------------------------------ tail loss probe ---
@@ -1878,7 +1899,6 @@ MagnetLinuxTcpSocket::XmitRetransmitQueue()
 {
     // tcp_xmit_retransmit_queue, its lost segments: in sequence order while the window
     // has room (NextSeg would skip one above the highest SACKed, a lost tail's).
-    bool head = false;
     SequenceNumber32 from = m_txBuffer->HeadSequence();
     while (m_txBuffer->GetRetransmitsCount() < m_txBuffer->GetLost() && m_packets->InFlight() < CwndPackets())
     {
@@ -1902,15 +1922,7 @@ MagnetLinuxTcpSocket::XmitRetransmitQueue()
         {
             break;
         }
-        head = head || seq == m_txBuffer->HeadSequence();
-        from = seq + sz;
-    }
-    if (head && !m_reoTimer.IsPending())
-    {
-        // The head went again: the RTO restarts from it.
-        Simulator::Cancel(m_probeTimer);
-        m_retxEvent.Cancel();
-        m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
+        from = seq + sz; // a resent head restarted the RTO (SendDataPacket)
     }
 }
 

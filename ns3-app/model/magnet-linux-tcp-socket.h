@@ -38,7 +38,10 @@ namespace ns3
  * - **RTT and RTO**: samples from each segment's send time, to the
  *   microsecond (Linux prefers them to the timestamp echo, which it uses
  *   only for retransmitted data), and Linux's estimator and RTO
- *   (MagnetLinuxRttEstimator: srtt + rttvar, rttvar at least 200 ms).
+ *   (MagnetLinuxRttEstimator: srtt + rttvar, rttvar at least 200 ms); the RTO
+ *   restarts from now on every ACK of new data (tcp_rearm_rto) and when the head
+ *   is resent (tcp_xmit_retransmit_queue), where ns-3 restarts it on the first
+ *   partial ACK of a recovery only.
  * - **Slow start after idle** (tcp_cwnd_restart): a send after more than
  *   an RTO with nothing in flight restarts from the initial window.
  * - **Buffers with autotuning**: the receive window of tcp_rmem (131072
@@ -198,6 +201,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void RearmRto();
     /** tcp_cong_control's growth where TcpSocketBase has none (in Disorder, or on SACKs with reordering). */
     void RaiseCwnd(bool advanced, bool sacked, uint32_t delivered, TcpSocketState::TcpCongState_t baseState);
+    bool Outstanding() const; //!< data (or, in LAST_ACK, the FIN) is out: the RTO must run
     void LossProbe();
     uint32_t PerMss() const;
 

@@ -1235,6 +1235,15 @@ class LinuxRecoveryResendsLostOnlyTestCase : public TestCase
 
 // ------------------------------------------------------------ no SACK ---
 
+/** The profile with SACK off (Reno's duplicate-ACK counting, NewReno's partial ACKs). */
+MagnetTcpConfig
+NoSack()
+{
+    MagnetTcpConfig tcp;
+    tcp.sack = false;
+    return tcp;
+}
+
 /** Delivers data segments and, right behind each, `copies` duplicates of it (by sequence number). */
 class DuplicateErrorModel : public ErrorModel
 {
@@ -1286,9 +1295,7 @@ class LinuxRenoDupAckTestCase : public TestCase
   private:
     void DoRun() override
     {
-        MagnetTcpConfig tcp;
-        tcp.sack = false;
-        Bench bench("100Mbps", "30ms", tcp);
+        Bench bench("100Mbps", "30ms", NoSack());
         // The first segment arrives three times: the receiver sends two duplicate ACKs.
         auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
         device->SetAttribute("ReceiveErrorModel", PointerValue(Create<DuplicateErrorModel>(device, std::set<int64_t>{1}, 2)));
@@ -1296,6 +1303,98 @@ class LinuxRenoDupAckTestCase : public TestCase
         Simulator::Stop(Seconds(2));
         Simulator::Run();
         NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 1448).size(), 20, "20 segments, none resent");
+        Simulator::Destroy();
+    }
+};
+
+// ------------------------------------------------------- the RTO's restart ---
+
+/** Full segments of 1448 B: the sequence number of the i-th (from 0). */
+int64_t
+SegSeq(uint32_t i)
+{
+    return 1 + int64_t{i} * 1448;
+}
+
+/**
+ * Without SACK, NewReno recovers one hole per round trip: eight holes in one window, a fast
+ * retransmission and seven partial ACKs, 60 ms apart, each resending the next hole.  Linux
+ * restarts the retransmission timer from now on every ACK of new data (tcp_ack:
+ * FLAG_SET_XMIT_TIMER, tcp_set_xmit_timer, tcp_rearm_rto) and as it resends the head
+ * (tcp_xmit_retransmit_queue): the RTO (260 ms) never comes.  TcpSocketBase restarts it on
+ * the first partial ACK only (RFC 6582's "impatient" timer): it fired in the recovery and
+ * resent 9 segments that had arrived.
+ */
+class LinuxRtoPartialAckTestCase : public TestCase
+{
+  public:
+    LinuxRtoPartialAckTestCase()
+        : TestCase("no SACK: each partial ACK restarts the RTO, eight holes mended without one")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("100Mbps", "30ms", NoSack());
+        std::map<int64_t, uint32_t> holes;
+        for (uint32_t i = 30; i < 54; i += 3)
+        {
+            holes[SegSeq(i)] = 1; // in the third flight of slow start
+        }
+        bench.LoseSeq(holes, SegSeq(30));
+        auto app = bench.Install(Periodic(1, 100 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ(socket->GetLossStats().rtos, 0, "no RTO");
+        uint64_t bytes = 0;
+        for (const auto& [t, payload] : bench.sent[0])
+        {
+            bytes += std::max(payload, 0);
+        }
+        NS_TEST_ASSERT_MSG_EQ(bytes, 108 * 1448, "each hole resent once, nothing else");
+        Simulator::Destroy();
+    }
+};
+
+/**
+ * A segment lost, the next three written 100 ms later on a 200 ms path: their duplicate ACKs
+ * start a fast retransmission 300 ms after the lost segment went.  Linux restarts the timer
+ * as it resends the head (tcp_xmit_retransmit_queue: rearm_timer, then tcp_reset_xmit_timer
+ * with icsk_rto), and the resend's ACK comes first.  ns-3 kept the timer armed with the lost
+ * segment: the RTO fired 466 ms after it, 166 ms after the fast retransmission and 34 ms
+ * before its ACK, and sent it a third time.
+ */
+class LinuxRtoHeadResendTestCase : public TestCase
+{
+  public:
+    LinuxRtoHeadResendTestCase()
+        : TestCase("no SACK: a fast retransmission restarts the RTO from itself")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("100Mbps", "100ms", NoSack());
+        bench.LoseSeq({{SegSeq(10), 1}}, SegSeq(10));
+        MagnetDemand demand = Periodic(10, 1448, MilliSeconds(200)); // rttvar down to its floor
+        demand.push_back({2200000000, 1448});     // lost
+        demand.push_back({2300000000, 3 * 1448}); // three duplicate ACKs 300 ms after it went
+        auto app = bench.Install(demand);
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ(bench.seqSent.size(), 2, "the lost segment sent twice");
+        if (bench.seqSent.size() >= 2)
+        {
+            NS_TEST_ASSERT_MSG_EQ_TOL((bench.seqSent[1] - bench.seqSent[0]).GetMilliSeconds(), 300, 5,
+                                      "resent on the third duplicate ACK");
+        }
+        NS_TEST_ASSERT_MSG_EQ(socket->GetLossStats().rtos, 0, "no RTO");
         Simulator::Destroy();
     }
 };
@@ -1540,6 +1639,8 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxSlowStartAppLimitedTestCase, Duration::QUICK);
         AddTestCase(new LinuxDisorderGrowthTestCase, Duration::QUICK);
         AddTestCase(new LinuxRenoDupAckTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRtoPartialAckTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRtoHeadResendTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
