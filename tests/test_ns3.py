@@ -68,7 +68,7 @@ def test_linux_tcp_test_suite_passes(programs):
     flight, a loss after the peer's FIN (a segment, the FIN itself), idle restart, the window
     in packets (a short segment is one), slow start growing a window used in part (up to twice
     the packets out, tcp_is_cwnd_limited), growth in Disorder on an ACK that advances snd_una
-    and SACKs (tcp_may_raise_cwnd), without SACK no resend after two duplicate ACKs and an
+    and SACKs, and on SACKs once reordering is above 3 (tcp_may_raise_cwnd), without SACK no resend after two duplicate ACKs and an
     ACK of new data (tcp_reset_reno_sack), the RTO restarted by each partial ACK and by a fast
     retransmission (tcp_rearm_rto, tcp_xmit_retransmit_queue), giving up (a 100 s outage
     survived, a black hole given up 924.6 s after the first RTO, the RTO doubling to 120 s; the

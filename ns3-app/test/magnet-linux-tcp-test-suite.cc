@@ -1557,33 +1557,41 @@ class FilterErrorModel : public ErrorModel
 };
 
 /**
- * Linux grows the window on any ACK that advances snd_una outside CWR and Recovery
- * (tcp_cong_control, tcp_may_raise_cwnd: FLAG_DATA_ACKED), in Disorder too, by the
- * packets it delivered.  A first flight of 10 (10 Mbit/s, 30 ms), the 3rd segment
- * 5.4 ms late (after the 7th) and the 6th 2.7 ms late (after the 8th), the three
- * duplicate ACKs SACKing 4, 5 and 7 lost: the ACK of 3-5 that SACKs 7 delivers 4
- * packets (cwnd 12 -> 16), the SACK of 8 none to grow on (no reordering seen), the
- * ACKs of 6 (7 and 8 SACKed before), 9 and 10 one each: 19.  ns-3 counted the ACK
- * of 3-5 a duplicate ACK (it SACKed) and grew nothing in Disorder: 15.
+ * Linux grows the window outside CWR and Recovery on every ACK tcp_may_raise_cwnd
+ * allows (tcp_cong_control), by the packets it delivered: one that advances snd_una
+ * (FLAG_DATA_ACKED), in Disorder too, and once tp->reordering is above
+ * tcp_reordering (3) any that delivers (FLAG_FORWARD_PROGRESS).  First flights of
+ * 10 in slow start (10 Mbit/s, 30 ms), cwnd after them, every packet delivered once:
+ * - the 3rd segment 5.4 ms late (after the 7th) and the 6th 2.7 ms late (after the
+ *   8th), the three duplicate ACKs SACKing 4, 5 and 7 lost: the ACK of 3-5 that
+ *   SACKs 7 delivers 4 packets (cwnd 12 -> 16), the SACK of 8 none to grow on (no
+ *   reordering seen), the ACKs of 6 (7 and 8 SACKed before), 9 and 10 one each: 19.
+ *   ns-3 counted the ACK of 3-5 a duplicate ACK (it SACKed) and grew nothing in
+ *   Disorder: 15;
+ * - the 2nd segment 9 ms late (after the 9th) and the 3rd 5 ms late (after the 7th),
+ *   the SACKs of 4-5 to 4-7 lost: the SACK of 3-7 shows reordering of 5
+ *   (tcp_check_sack_reordering: 8 - 3) and grows the window by its 4 packets, the
+ *   SACKs of 8 and 9 by one each, the ACKs of 2 and 10 by one each: 10 + 9 = 19, where
+ *   growing only as snd_una advances gives 13.
  */
-class LinuxDisorderGrowthTestCase : public TestCase
+class LinuxMayRaiseCwndTestCase : public TestCase
 {
   public:
-    LinuxDisorderGrowthTestCase()
-        : TestCase("in Disorder an ACK that advances snd_una grows the window (tcp_may_raise_cwnd)")
+    LinuxMayRaiseCwndTestCase()
+        : TestCase("the window grows on an ACK that advances snd_una in Disorder, and on SACKs past reordering")
     {
     }
 
   private:
-    void DoRun() override
+    /** cwnd 100 ms after the first segment: late segments (seq: delay); the 3 pure ACKs of `ack` after the first `keep` lost. */
+    static uint32_t FirstFlight(std::map<int64_t, Time> delays, int64_t ack, uint32_t keep)
     {
         Bench bench("10Mbps", "30ms");
         auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
-        std::map<int64_t, Time> delays{{1 + 2 * 1448, MicroSeconds(5400)}, {1 + 5 * 1448, MicroSeconds(2700)}};
         device->SetAttribute("ReceiveErrorModel", PointerValue(Create<DelayErrorModel>(device, delays, [](int64_t) {})));
-        uint32_t dupAcks = 0; // of the 3rd segment: the ACK of the 2nd passes, the next three are lost
+        uint32_t acks = 0;
         bench.devices.Get(0)->SetAttribute("ReceiveErrorModel", PointerValue(Create<FilterErrorModel>([&](Ptr<const Packet> p) {
-                                               return PureAck(p) == 1 + 2 * 1448 && dupAcks++ > 0;
+                                               return PureAck(p) == ack && acks++ >= keep && acks <= keep + 3;
                                            })));
         auto app = bench.Install(Periodic(1, 100 * 1448, MilliSeconds(1)));
         uint32_t cwnd = 0;
@@ -1597,11 +1605,11 @@ class LinuxDisorderGrowthTestCase : public TestCase
             first = Payload(frame) > 0 ? std::min(first, Simulator::Now()) : first;
         };
         bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onTx));
-        uint32_t afterFirstFlight = 0;
+        uint32_t after = 0;
         std::function<void()> sample = [&]() {
             if (first != Time::Max() && Simulator::Now() >= first + MilliSeconds(100))
             {
-                afterFirstFlight = afterFirstFlight ? afterFirstFlight : cwnd;
+                after = after ? after : cwnd;
                 return;
             }
             Simulator::Schedule(MilliSeconds(1), sample);
@@ -1610,7 +1618,17 @@ class LinuxDisorderGrowthTestCase : public TestCase
         Simulator::Stop(Seconds(2));
         Simulator::Run();
         Simulator::Destroy();
-        NS_TEST_ASSERT_MSG_EQ(afterFirstFlight, 19, "10 + 2 + 4 + 3: the ACK of 3-5 that SACKs 7 grows the window by 4");
+        return after;
+    }
+
+    void DoRun() override
+    {
+        const uint32_t disorder =
+            FirstFlight({{1 + 2 * 1448, MicroSeconds(5400)}, {1 + 5 * 1448, MicroSeconds(2700)}}, 1 + 2 * 1448, 1);
+        NS_TEST_ASSERT_MSG_EQ(disorder, 19, "10 + 2 + 4 + 3: the ACK of 3-5 that SACKs 7 grows the window by 4");
+        const uint32_t reordered =
+            FirstFlight({{1 + 1448, MilliSeconds(9)}, {1 + 2 * 1448, MilliSeconds(5)}}, 1 + 1448, 2);
+        NS_TEST_ASSERT_MSG_EQ(reordered, 19, "10 + 9: past reordering of 5 the SACKs grow it too");
     }
 };
 
@@ -1637,7 +1655,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
         AddTestCase(new LinuxPacketCountTestCase, Duration::QUICK);
         AddTestCase(new LinuxSlowStartAppLimitedTestCase, Duration::QUICK);
-        AddTestCase(new LinuxDisorderGrowthTestCase, Duration::QUICK);
+        AddTestCase(new LinuxMayRaiseCwndTestCase, Duration::QUICK);
         AddTestCase(new LinuxRenoDupAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoPartialAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoHeadResendTestCase, Duration::QUICK);
