@@ -1271,8 +1271,16 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
         m_leavingRecovery = false;
         BytesInFlight();
     }
-    TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence,
-                              receivedData);
+    if (m_sackEnabled && m_tcb->m_congState == TcpSocketState::CA_RECOVERY &&
+        ackNumber > oldHeadSequence && ackNumber < m_recover)
+    {
+        PartialAck(ackNumber, scoreboardUpdated, currentDelivered);
+    }
+    else
+    {
+        TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence,
+                                  receivedData);
+    }
     const auto baseState = m_tcb->m_congState.Get();
     if (!m_sackEnabled && m_txBuffer->GetSacked() > renoSacked)
     {
@@ -1346,6 +1354,35 @@ MagnetLinuxTcpSocket::RaiseCwnd(bool advanced, bool sacked, uint32_t delivered, 
         m_congestionControl->IncreaseWindow(m_tcb, delivered);
         m_tcb->m_cWndInfl = m_tcb->m_cWnd;
     }
+}
+
+void
+MagnetLinuxTcpSocket::PartialAck(const SequenceNumber32& ackNumber, bool isDupack, uint32_t currentDelivered)
+{
+    // TcpSocketBase::ProcessAck's partial ACK in Recovery, without its DoRetransmit: that sent
+    // at once whatever NextSeg gave, a lost segment, else new data, else the head again
+    // (marked lost or not), with no regard to the window.  With SACK, Linux's partial ACK
+    // resends only segments marked lost, as the window allows (tcp_fastretrans_alert:
+    // tcp_identify_packet_loss, then tcp_xmit_recovery's tcp_xmit_retransmit_queue), and new
+    // data goes out by tcp_write_xmit, within the window too: XmitRetransmitQueue and
+    // SendPendingData after this.  The rest is as TcpSocketBase does it.
+    m_tcb->m_lastAckedSeq = ackNumber;
+    if (isDupack)
+    {
+        DupAck(currentDelivered);
+    }
+    else
+    {
+        m_dupAckCount = 0;
+    }
+    if (!m_congestionControl->HasCongControl() && currentDelivered >= m_tcb->m_segmentSize)
+    {
+        m_recoveryOps->DoRecovery(m_tcb, currentDelivered, false);
+    }
+    m_congestionControl->PktsAcked(m_tcb, 1, m_tcb->m_srtt);
+    NewAck(ackNumber, m_isFirstPartialAck);
+    m_isFirstPartialAck = false;
+    UpdatePacingRate();
 }
 
 void

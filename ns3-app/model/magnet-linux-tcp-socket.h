@@ -68,7 +68,7 @@ namespace ns3
  *   place.  Recovery starts when a segment is marked lost (tcp_time_to_recover:
  *   with RACK, duplicate ACKs do not count), lost segments are resent first,
  *   and in Recovery only they (tcp_xmit_retransmit_queue; with SACK ns-3's RFC 6675
- *   rule 3 is off).  Off, ns-3's RFC 6675 rules detect loss.
+ *   rule 3 is off, and so is ProcessAck's resend on a partial ACK).  Off, ns-3's RFC 6675 rules detect loss.
  * - **Packets, not bytes** (MagnetLinuxPacketCount): the congestion control
  *   and the recovery get the packets an ACK delivered (tcp_newly_delivered),
  *   and a segment goes while the packets in flight are fewer than cwnd's
@@ -198,6 +198,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void RenoSackOnAck(SequenceNumber32 ack); //!< without SACK: tcp_reset_reno_sack as snd_una advances
     void BackOffSyn(uint8_t flags); //!< a SYN's timer as tcp_retransmit_timer backs it off
     bool ScheduleLossProbe(); //!< false: no probe is due (the RTO is the timer)
+    /** A partial ACK in Recovery with SACK: TcpSocketBase's steps, less its resend. */
+    void PartialAck(const SequenceNumber32& ackNumber, bool isDupack, uint32_t currentDelivered);
     void RearmRto();
     /** tcp_cong_control's growth where TcpSocketBase has none (in Disorder, or on SACKs with reordering). */
     void RaiseCwnd(bool advanced, bool sacked, uint32_t delivered, TcpSocketState::TcpCongState_t baseState);

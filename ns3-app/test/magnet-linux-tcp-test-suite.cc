@@ -1110,6 +1110,16 @@ struct DelayedRun
         auto it = sends.find(seq);
         return it == sends.end() ? 0 : it->second.size();
     }
+
+    size_t AllSends() const
+    {
+        size_t n = 0;
+        for (const auto& [seq, times] : sends)
+        {
+            n += times.size();
+        }
+        return n;
+    }
 };
 
 /** The sequence number of the n-th (from 1) full segment of the write. */
@@ -1200,18 +1210,26 @@ class LinuxReorderingWindowTestCase : public TestCase
 
 /**
  * In Recovery, Linux resends only segments marked lost: tcp_xmit_retransmit_queue
- * (net/ipv4/tcp_output.c) skips any without TCPCB_LOST, and with RACK only
- * tcp_rack_mark_lost marks them (tcp_identify_packet_loss, tcp_input.c).  ns-3's NextSeg
- * (RFC 6675 rule 3) resends an unSACKed segment below the highest SACKed one once no new
- * data is left to send.  60 segments written at once, reordering seen (the 2nd held back
- * 2 ms), the 31st lost and the 51st held back 10 ms: the 51st is still within RACK's
- * window (min_rtt/4) when Recovery has nothing new to send, and is not resent.
+ * (net/ipv4/tcp_output.c) skips any without TCPCB_LOST, and with RACK only tcp_rack_mark_lost
+ * marks them (tcp_identify_packet_loss in tcp_fastretrans_alert, tcp_input.c, on every ACK,
+ * a partial one too).  ns-3 resent unmarked segments two ways: NextSeg's RFC 6675 rule 3 (an
+ * unSACKed segment below the highest SACKed once no new data is left), and ProcessAck's
+ * DoRetransmit on a partial ACK (the head when NextSeg has no lost segment or new data).
+ * Reordering seen (the 2nd segment held back 2 ms), the 31st lost, a later one held back
+ * within RACK's window (min_rtt/4), the whole write sent before Recovery: the late one is
+ * sent once.
+ * - Rule 3: 60 segments, the 51st held back 10 ms; its SACK comes in Recovery.
+ * - Partial ACK: 85 segments, the 84th held back 14 ms; the 31st's retransmission arrives
+ *   first, and its ACK, a partial one, finds the 84th at the head.
  */
 class LinuxRecoveryResendsLostOnlyTestCase : public TestCase
 {
   public:
-    LinuxRecoveryResendsLostOnlyTestCase()
-        : TestCase("RACK: Recovery with no new data resends only segments marked lost")
+    LinuxRecoveryResendsLostOnlyTestCase(const std::string& name, uint32_t segments, uint32_t late, Time hold)
+        : TestCase(name),
+          m_segments(segments),
+          m_late(late),
+          m_hold(hold)
     {
     }
 
@@ -1219,18 +1237,16 @@ class LinuxRecoveryResendsLostOnlyTestCase : public TestCase
     void DoRun() override
     {
         const int64_t lost = SegmentSeq(31);
-        const int64_t late = SegmentSeq(51);
-        DelayedRun run = RunDelayed(60, {{SegmentSeq(2), MilliSeconds(2)}, {lost, Time(0)}, {late, MilliSeconds(10)}}, late);
-        NS_TEST_ASSERT_MSG_EQ(run.stateAtLateSack, int{TcpSocketState::CA_RECOVERY}, "the 51st's SACK comes in Recovery");
+        const int64_t late = SegmentSeq(m_late);
+        DelayedRun run = RunDelayed(m_segments, {{SegmentSeq(2), MilliSeconds(2)}, {lost, Time(0)}, {late, m_hold}}, late);
         NS_TEST_ASSERT_MSG_EQ(run.Sends(lost), 2, "the lost 31st resent once");
-        NS_TEST_ASSERT_MSG_EQ(run.Sends(late), 1, "the late 51st, never marked lost, not resent");
-        size_t sends = 0;
-        for (const auto& [seq, times] : run.sends)
-        {
-            sends += times.size();
-        }
-        NS_TEST_ASSERT_MSG_EQ(sends, 61, "60 segments and one resend");
+        NS_TEST_ASSERT_MSG_EQ(run.Sends(late), 1, "the late segment, never marked lost, not resent");
+        NS_TEST_ASSERT_MSG_EQ(run.AllSends(), m_segments + 1, "the write and one resend");
     }
+
+    uint32_t m_segments;
+    uint32_t m_late;
+    Time m_hold;
 };
 
 // ------------------------------------------------------------ no SACK ---
@@ -1649,7 +1665,12 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxLostRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxSackedRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxReorderingWindowTestCase, Duration::QUICK);
-        AddTestCase(new LinuxRecoveryResendsLostOnlyTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRecoveryResendsLostOnlyTestCase(
+                        "RACK: Recovery with no new data resends only segments marked lost", 60, 51, MilliSeconds(10)),
+                    Duration::QUICK);
+        AddTestCase(new LinuxRecoveryResendsLostOnlyTestCase(
+                        "RACK: a partial ACK in Recovery does not resend a head not marked lost", 85, 84, MilliSeconds(14)),
+                    Duration::QUICK);
         AddTestCase(new LinuxLastAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
