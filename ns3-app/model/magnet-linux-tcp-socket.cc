@@ -1278,8 +1278,20 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
     }
     else
     {
+        // tcp_is_non_sack_preventing_reopen: without SACK, an ACK that reaches the recovery
+        // point (snd_una == high_seq) ends Loss in TcpSocketBase; taken as a partial ACK, Loss
+        // holds.
+        const bool hold = RenoHoldsLoss(ackNumber, oldHeadSequence);
+        if (hold)
+        {
+            m_recover = ackNumber + SequenceNumber32(1);
+        }
         TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence,
                                   receivedData);
+        if (hold)
+        {
+            m_recover = ackNumber;
+        }
     }
     const auto baseState = m_tcb->m_congState.Get();
     if (!m_sackEnabled && m_txBuffer->GetSacked() > renoSacked)
@@ -1528,11 +1540,13 @@ MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader
     {
         m_retransmits = 0; // tcp_ack: snd_una advanced
     }
-    // tcp_fastretrans_alert in Open, tcp_try_to_open (tcp_retrans_stamp_cleanup): the episode
-    // is over once no retransmission is out and the head was never resent.
+    // tcp_fastretrans_alert in Open, tcp_try_to_open (tcp_retrans_stamp_cleanup), and Loss held
+    // at high_seq without SACK (tcp_is_non_sack_preventing_reopen): the episode is over once no
+    // retransmission is out and the head was never resent.
     const auto state = m_tcb->m_congState.Get();
     const SequenceNumber32 head = m_txBuffer->HeadSequence();
-    if ((state == TcpSocketState::CA_OPEN || state == TcpSocketState::CA_DISORDER) &&
+    const bool held = !m_sackEnabled && state == TcpSocketState::CA_LOSS && head == m_recover;
+    if ((state == TcpSocketState::CA_OPEN || state == TcpSocketState::CA_DISORDER || held) &&
         m_txBuffer->GetRetransmitsCount() == 0 && !EverRetransmitted(head, head + 1))
     {
         m_retransStamp = Time::Max();
@@ -1560,6 +1574,18 @@ MagnetLinuxTcpSocket::RenoSackOnAck(SequenceNumber32 ack)
         return;
     }
     m_txBuffer->ResetRenoSack();
+}
+
+bool
+MagnetLinuxTcpSocket::RenoHoldsLoss(SequenceNumber32 ack, SequenceNumber32 una) const
+{
+    // tcp_process_loss: once snd_una reaches high_seq, tcp_try_undo_recovery leaves Loss for
+    // Open, but without SACK tcp_is_non_sack_preventing_reopen holds the state "until
+    // something *above* high_seq is ACKed" (a MUST to prevent false fast retransmits): the
+    // copies of the go-back-N still coming draw duplicate ACKs of high_seq, which start no
+    // recovery in Loss (tcp_newreno_mark_lost marks nothing there).  TcpSocketBase went to
+    // Open, where three of them started a fast retransmission of data in flight.
+    return !m_sackEnabled && m_tcb->m_congState == TcpSocketState::CA_LOSS && ack == m_recover && ack > una;
 }
 
 bool

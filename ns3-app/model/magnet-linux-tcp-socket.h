@@ -196,6 +196,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool LinuxOpen() const;   //!< TCP_CA_Open or CWR with nothing SACKed or lost: a probe may go
     bool RetransmitsTimedOut() const; //!< retransmits_timed_out(sk, tcp_retries2, 0)
     void RenoSackOnAck(SequenceNumber32 ack); //!< without SACK: tcp_reset_reno_sack as snd_una advances
+    bool RenoHoldsLoss(SequenceNumber32 ack, SequenceNumber32 una) const; //!< without SACK: Loss held at high_seq
     void BackOffSyn(uint8_t flags); //!< a SYN's timer as tcp_retransmit_timer backs it off
     bool ScheduleLossProbe(); //!< false: no probe is due (the RTO is the timer)
     /** A partial ACK in Recovery with SACK: TcpSocketBase's steps, less its resend. */

@@ -1415,6 +1415,58 @@ class LinuxRtoHeadResendTestCase : public TestCase
     }
 };
 
+/**
+ * Without SACK, after an RTO: the third segment of the second flight is lost and so is its
+ * fast retransmission, the eighth is lost once.  The RTO's go-back-N resends the eighth and
+ * the segments after it, which had arrived: the ACK of the eighth reaches the recovery point
+ * (high_seq), and the copies behind it draw duplicate ACKs of it while new data is out.
+ * Linux holds Loss until something above high_seq is ACKed (tcp_process_loss,
+ * tcp_try_undo_recovery: tcp_is_non_sack_preventing_reopen, "a MUST to prevent false fast
+ * retransmits"), and in Loss duplicate ACKs start no recovery.  TcpSocketBase went to Open at
+ * the recovery point, and three of them started a fast retransmission of data not lost
+ * (Loss, Open, Disorder, Recovery) and 8 more resends.
+ */
+class LinuxRenoLossHoldTestCase : public TestCase
+{
+  public:
+    LinuxRenoLossHoldTestCase()
+        : TestCase("no SACK: after an RTO, duplicate ACKs at the recovery point start no recovery")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("100Mbps", "30ms", NoSack());
+        bench.LoseSeq({{SegSeq(12), 2}, {SegSeq(17), 1}}, SegSeq(12));
+        auto app = bench.Install(Periodic(1, 200 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        std::vector<TcpSocketState::TcpCongState_t> states;
+        std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)> onState =
+            [&](TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now) { states.push_back(now); };
+        Simulator::Schedule(MilliSeconds(1), [&]() {
+            app->GetSocket()->TraceConnectWithoutContext(
+                "CongState",
+                MakeCallback(&std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)>::operator(), &onState));
+        });
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ(socket->GetLossStats().rtos, 1, "one RTO");
+        auto loss = std::find(states.begin(), states.end(), TcpSocketState::CA_LOSS);
+        NS_TEST_ASSERT_MSG_EQ((loss != states.end()), true, "Loss entered");
+        NS_TEST_ASSERT_MSG_EQ((std::find(loss, states.end(), TcpSocketState::CA_RECOVERY) == states.end()), true,
+                              "no recovery after the RTO");
+        uint64_t bytes = 0;
+        for (const auto& [t, payload] : bench.sent[0])
+        {
+            bytes += std::max(payload, 0);
+        }
+        NS_TEST_ASSERT_MSG_EQ(bytes, 208 * 1448, "8 segments resent (216 with the false recovery)");
+        Simulator::Destroy();
+    }
+};
+
 // ---------------------------------------------------------------- packets ---
 
 /**
@@ -1680,6 +1732,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxRenoDupAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoPartialAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoHeadResendTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRenoLossHoldTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
