@@ -90,6 +90,16 @@ def test_linux_profiles_kept_packet_count_is_the_walks(programs, monkeypatch):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_linux_profiles_rack_send_order_is_a_sort(programs, monkeypatch):
+    """RACK's segments in the order they were last sent, walked only as far as RACK reads them
+    (those never resent in sequence order, the resent ones sorted in), equal a sort of the whole
+    sent list there: MAGNET_RACK_ORDER_CHECK makes each use compare and abort, over the Linux
+    profile's suite (losses, lost retransmissions, reordering)."""
+    monkeypatch.setenv("MAGNET_RACK_ORDER_CHECK", "1")
+    proc = ns3.run_tests(programs, program="magnet-linux-tcp-test")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_linux_cc_test_suite_passes(programs):
     """The Linux profile's CUBIC, Reno and PRR on scripted ACKs: HyStart's delay and ACK-train
     exits, its rounds from the first ACK, Reno growing only while cwnd-limited, a packet per

@@ -22,6 +22,7 @@
 #include "ns3/uinteger.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 namespace ns3
@@ -33,6 +34,10 @@ NS_OBJECT_ENSURE_REGISTERED(MagnetLinuxTcpSocketFactory);
 
 namespace
 {
+
+// MAGNET_RACK_ORDER_CHECK=1: RACK's send order, walked in part and merged, is compared with
+// a sort of the whole sent list (aborts if they differ where RACK reads it).
+const bool g_rackOrderCheck = std::getenv("MAGNET_RACK_ORDER_CHECK") != nullptr;
 
 // Constants of Linux's TCP (include/net/tcp.h), in bytes.
 constexpr uint32_t kMssDefault = 536;    // TCP_MSS_DEFAULT
@@ -1874,18 +1879,7 @@ MagnetLinuxTcpSocket::RackDetectLoss()
     }
     const Time now = Simulator::Now();
     const Time reoWnd = ReoWnd();
-    std::vector<TcpTxItem*> order;
-    for (TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
-    {
-        bool lostUnsent = MagnetTxScoreboard::IsLost(*item) && !item->IsRetrans();
-        if (!lostUnsent && !(item->IsSacked() && m_rackPassed.count(MagnetTxScoreboard::Start(*item))))
-        {
-            order.push_back(item);
-        }
-    }
-    std::stable_sort(order.begin(), order.end(), [](const TcpTxItem* a, const TcpTxItem* b) {
-        return a->GetLastSent() < b->GetLastSent();
-    });
+    const std::vector<TcpTxItem*> order = RackSendOrder();
     Time wait(0);
     for (TcpTxItem* item : order)
     {
@@ -1916,6 +1910,102 @@ MagnetLinuxTcpSocket::RackDetectLoss()
         }
     }
     return wait;
+}
+
+bool
+MagnetLinuxTcpSocket::RackListed(const TcpTxItem& item) const
+{
+    // On tp->tsorted_sent_queue: not a lost segment waiting to be resent (tcp_rack_detect_loss
+    // skips those), not a SACKed one whose wait ran out (taken off the list).
+    bool lostUnsent = MagnetTxScoreboard::IsLost(item) && !item.IsRetrans();
+    return !lostUnsent && !(item.IsSacked() && m_rackPassed.count(MagnetTxScoreboard::Start(item)));
+}
+
+std::vector<TcpTxItem*>
+MagnetLinuxTcpSocket::RackSendOrder() const
+{
+    // tp->tsorted_sent_queue: the segments in the order they were last sent (Linux moves one
+    // to the tail as it is resent, tcp_update_skb_after_send), ties in sequence order.  Those
+    // never resent went in sequence order; the few resent (m_retransmitted) are sorted in by
+    // their last send.  The walk ends at the first one never resent that was not sent before
+    // RACK's latest delivered segment, once past every resent one: tcp_rack_detect_loss stops
+    // there, and every segment after it in sequence order was sent after it.
+    SequenceNumber32 resentEnd = m_txBuffer->HeadSequence();
+    for (const auto& [start, end] : m_retransmitted)
+    {
+        resentEnd = std::max(resentEnd, end);
+    }
+    std::vector<TcpTxItem*> fresh;
+    std::vector<TcpTxItem*> resent;
+    Time last = Time::Min();
+    for (TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+    {
+        if (!RackListed(*item))
+        {
+            continue;
+        }
+        const SequenceNumber32 start = MagnetTxScoreboard::Start(*item);
+        if (EverRetransmitted(start, End(*item)))
+        {
+            resent.push_back(item);
+            continue;
+        }
+        if (item->GetLastSent() < last)
+        {
+            return RackSortAll(); // not expected: every resend is in m_retransmitted
+        }
+        last = item->GetLastSent();
+        fresh.push_back(item);
+        if (start >= resentEnd && !SentAfter(m_rackXmit, last, m_rackEnd, End(*item)))
+        {
+            break;
+        }
+    }
+    auto before = [](const TcpTxItem* a, const TcpTxItem* b) {
+        return a->GetLastSent() < b->GetLastSent() ||
+               (a->GetLastSent() == b->GetLastSent() && MagnetTxScoreboard::Start(*a) < MagnetTxScoreboard::Start(*b));
+    };
+    std::sort(resent.begin(), resent.end(), before);
+    std::vector<TcpTxItem*> order(fresh.size() + resent.size());
+    std::merge(fresh.begin(), fresh.end(), resent.begin(), resent.end(), order.begin(), before);
+    if (g_rackOrderCheck)
+    {
+        CheckRackOrder(order);
+    }
+    return order;
+}
+
+std::vector<TcpTxItem*>
+MagnetLinuxTcpSocket::RackSortAll() const
+{
+    // The whole list sorted by last send (a stable sort keeps sequence order for ties).
+    std::vector<TcpTxItem*> all;
+    for (TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+    {
+        if (RackListed(*item))
+        {
+            all.push_back(item);
+        }
+    }
+    std::stable_sort(all.begin(), all.end(), [](const TcpTxItem* a, const TcpTxItem* b) {
+        return a->GetLastSent() < b->GetLastSent();
+    });
+    return all;
+}
+
+void
+MagnetLinuxTcpSocket::CheckRackOrder(const std::vector<TcpTxItem*>& order) const
+{
+    // RackSortAll must agree with `order` up to the first segment not sent before RACK's latest.
+    const std::vector<TcpTxItem*> all = RackSortAll();
+    for (size_t i = 0; i < all.size(); ++i)
+    {
+        NS_ABORT_MSG_UNLESS(i < order.size() && order[i] == all[i], "RACK's send order differs from a sort at " << i);
+        if (!SentAfter(m_rackXmit, all[i]->GetLastSent(), m_rackEnd, End(*all[i])))
+        {
+            break;
+        }
+    }
 }
 
 bool

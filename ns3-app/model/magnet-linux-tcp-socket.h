@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <vector>
 
 namespace ns3
 {
@@ -216,6 +217,10 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void RackAdvance(bool retrans, SequenceNumber32 end, Time xmit);
     uint32_t SackedSegments() const;
     Time ReoWnd() const;
+    bool RackListed(const TcpTxItem& item) const; //!< on RACK's time-sorted list
+    std::vector<TcpTxItem*> RackSendOrder() const; //!< that list in send order, as far as RACK reads it
+    std::vector<TcpTxItem*> RackSortAll() const;   //!< the whole list, sorted by last send
+    void CheckRackOrder(const std::vector<TcpTxItem*>& order) const;
     Time RackDetectLoss();     //!< the longest wait left (0: none)
     bool RackMarkLost();       //!< true: the reordering timer was armed
     void RackReoTimeout();
