@@ -1060,10 +1060,15 @@ class LinuxSackedRetransmissionTestCase : public TestCase
 class DelayErrorModel : public ErrorModel
 {
   public:
-    DelayErrorModel(Ptr<PointToPointNetDevice> device, std::map<int64_t, Time> delays, std::function<void(int64_t)> delivered)
+    DelayErrorModel(Ptr<PointToPointNetDevice> device, std::multimap<int64_t, Time> delays, std::function<void(int64_t)> delivered)
         : m_device(device),
           m_delays(std::move(delays)),
           m_delivered(std::move(delivered))
+    {
+    }
+
+    DelayErrorModel(Ptr<PointToPointNetDevice> device, const std::map<int64_t, Time>& delays, std::function<void(int64_t)> delivered)
+        : DelayErrorModel(device, std::multimap<int64_t, Time>(delays.begin(), delays.end()), std::move(delivered))
     {
     }
 
@@ -1095,7 +1100,7 @@ class DelayErrorModel : public ErrorModel
     }
 
     Ptr<PointToPointNetDevice> m_device;
-    std::map<int64_t, Time> m_delays;
+    std::multimap<int64_t, Time> m_delays; //!< per sequence number, for its copies in turn
     std::function<void(int64_t)> m_delivered;
 };
 
@@ -1135,10 +1140,14 @@ SegmentSeq(uint32_t n)
  * ACK of `late`'s arrival reaches it (30 ms and 0.06 ms on the wire later).
  */
 DelayedRun
-RunDelayed(uint32_t segments, const std::map<int64_t, Time>& delays, int64_t late)
+RunDelayed(uint32_t segments, const std::multimap<int64_t, Time>& delays, int64_t late, Time ackLossFrom = Time(0), Time ackLossTo = Time(0))
 {
     DelayedRun run;
     Bench bench("10Mbps", "30ms");
+    if (ackLossTo > ackLossFrom)
+    {
+        bench.devices.Get(0)->SetAttribute("ReceiveErrorModel", PointerValue(Create<OutageErrorModel>(ackLossFrom, ackLossTo)));
+    }
     auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
     int congState = TcpSocketState::CA_OPEN;
     device->SetAttribute("ReceiveErrorModel",
@@ -1197,9 +1206,9 @@ class LinuxReorderingWindowTestCase : public TestCase
         const int64_t lost = SegmentSeq(31);
         const int64_t late = SegmentSeq(51);
         std::map<int64_t, Time> delays{{late, MilliSeconds(10)}, {lost, Time(0)}}; // 0: lost
-        DelayedRun unseen = RunDelayed(120, delays, late);
+        DelayedRun unseen = RunDelayed(120, {delays.begin(), delays.end()}, late);
         delays[SegmentSeq(2)] = MilliSeconds(2);
-        DelayedRun seen = RunDelayed(120, delays, late);
+        DelayedRun seen = RunDelayed(120, {delays.begin(), delays.end()}, late);
         NS_TEST_ASSERT_MSG_EQ(seen.Sends(lost), 2, "the lost 31st resent once");
         NS_TEST_ASSERT_MSG_EQ(seen.stateAtLateSack, int{TcpSocketState::CA_RECOVERY}, "the 51st's SACK comes in Recovery");
         NS_TEST_ASSERT_MSG_EQ(seen.Sends(late), 1, "reordering seen: the late 51st is not resent");
@@ -1247,6 +1256,39 @@ class LinuxRecoveryResendsLostOnlyTestCase : public TestCase
     uint32_t m_segments;
     uint32_t m_late;
     Time m_hold;
+};
+
+/**
+ * The ACK that ends Recovery looks for losses with the reordering window of Open: Linux's
+ * tcp_fastretrans_alert leaves Recovery (tcp_try_undo_recovery sets TCP_CA_Open) before
+ * tcp_identify_packet_loss, and tcp_rack_reo_wnd (tcp_recovery.c) is 0 in Recovery without
+ * reordering seen but min_rtt/4 in Open while fewer than tp->reordering segments are SACKed.
+ * 74 segments, no reordering seen; the 31st lost and its retransmission held back 5 ms, so
+ * the 74th (sent after it, the write's last) overtakes it; the receiver's ACK of the 74th
+ * lost (else its SACK, in Recovery, marks the 73rd lost with a window of 0); the 73rd held
+ * back 8 ms.  The retransmission's ACK ends Recovery and SACKs the 74th, sent 1.2 ms after
+ * the 73rd: within min_rtt/4, the 73rd is not resent (it is with the window forced to 0).
+ */
+class LinuxRecoveryEndWindowTestCase : public TestCase
+{
+  public:
+    LinuxRecoveryEndWindowTestCase()
+        : TestCase("RACK: the ACK that ends Recovery gives a late segment the Open window, a quarter of min_rtt")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        const int64_t lost = SegmentSeq(31);
+        const int64_t late = SegmentSeq(73);
+        std::multimap<int64_t, Time> delays{{lost, Time(0)}, {lost, MilliSeconds(5)}, {late, MilliSeconds(8)}};
+        DelayedRun run = RunDelayed(74, delays, lost, MicroSeconds(311000), MicroSeconds(311500));
+        NS_TEST_ASSERT_MSG_EQ(run.Sends(lost), 2, "the lost 31st resent once");
+        NS_TEST_ASSERT_MSG_EQ(run.stateAtLateSack, int{TcpSocketState::CA_OPEN}, "its retransmission's ACK ends Recovery");
+        NS_TEST_ASSERT_MSG_EQ(run.Sends(late), 1, "the late 73rd, within the Open window, not resent");
+        NS_TEST_ASSERT_MSG_EQ(run.AllSends(), 75, "the write and one resend");
+    }
 };
 
 // ------------------------------------------------------------ no SACK ---
@@ -1717,6 +1759,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxLostRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxSackedRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxReorderingWindowTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRecoveryEndWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxRecoveryResendsLostOnlyTestCase(
                         "RACK: Recovery with no new data resends only segments marked lost", 60, 51, MilliSeconds(10)),
                     Duration::QUICK);
