@@ -14,9 +14,13 @@ both engines with seed --seed + r), and for every stack k >= 1 the study reports
 difference of ns-3's median from Linux's median in mean data-segment size, mean gap,
 throughput and the sender's measured RTT (and both engines' retransmitted bytes), beside
 Linux's own run-to-run spread ((max - min) / median over its runs).  A cell agrees when
-all four differences are within 10 %.  --update PREVIOUS_OUT re-runs only --settings and
-takes every other setting's runs from PREVIOUS_OUT/runs.csv (a previous map with the same
---runs), so that the whole map is scored again after a change that moves a few settings.
+all four differences are within 10 %.  --update PREVIOUS_OUT re-runs only --settings x
+--workloads and takes every other cell's runs from PREVIOUS_OUT/runs.csv (a previous map with
+the same --runs), so that the whole map is scored again after a change that moves a few cells.
+vsftpd's demand is captured live once per study and replayed by both engines in every
+setting and run: the study keeps it, for each (setting, run) it replayed in, as
+vsftpd-demand-SETTING-runR.csv (times and sizes, the demand format), so that
+experiments/agreement_ns3.py replays what Linux replayed.
 
 The cross traffic (pareto:50%, poisson:30%, tcp:4 on the base path, --cross-duration
 seconds, a probe of 100 B a second as the replay): its share of the bottleneck (IP bytes
@@ -34,8 +38,8 @@ replayed across each target path by both engines) and compares ns-3 with Linux p
 application and path, into OUT/suite/.
 
 Results in --out (default ./magnet-results/agreement): runs.csv (every stack of every
-run), cells.csv (one row per setting, workload and stack), cross.csv, heatmap.png,
-cross.png and README.md (the targets, each remaining difference and its mechanism).
+run), cells.csv (one row per setting, workload and stack), vsftpd-demand-*.csv, cross.csv,
+heatmap.png, cross.png and README.md (the targets, each remaining difference and its mechanism).
 """
 from __future__ import annotations
 
@@ -56,7 +60,7 @@ from magnet.replay import engines, linklog
 from magnet.replay.errors import ReplayError
 from magnet.replay.scenario import Scenario, cross as cross_spec, stack_seed
 from magnetlib import knobs
-from magnetlib.demand import Demand
+from magnetlib.demand import Demand, write_demand
 from magnetlib.errors import MagnetError, TraceError
 
 from . import common, modmap
@@ -90,7 +94,8 @@ def options(argv):
     p.add_argument("--skip-cross", action="store_true", help="only the map")
     p.add_argument("--work", type=Path, help="keep every run's files here (default: a temporary directory)")
     p.add_argument("--update", type=Path, metavar="PREVIOUS_OUT",
-                   help="re-run only --settings; every other setting's runs from PREVIOUS_OUT/runs.csv")
+                   help="re-run only --settings x --workloads; every other cell's runs from "
+                        "PREVIOUS_OUT/runs.csv (and vsftpd's kept demands from PREVIOUS_OUT)")
     p.add_argument("--suite", type=Path, metavar="FIDELITY_WORK",
                    help="only the suite's applications, from the runs a fidelity study kept in its --work "
                         "directory (runs nothing; results in OUT/suite)")
@@ -150,13 +155,41 @@ def previous_runs(args) -> pd.DataFrame:
     return previous
 
 
-def updated(previous: pd.DataFrame, settings: list[str], runs: pd.DataFrame | None) -> pd.DataFrame:
-    """The previous map's runs with the settings' rows replaced by this run's, in plan order."""
-    kept = previous[~previous["setting"].isin(settings)]
+def updated(previous: pd.DataFrame, settings: list[str], runs: pd.DataFrame | None,
+            workloads=modmap.WORKLOADS) -> pd.DataFrame:
+    """The previous map's runs with the rows of settings x workloads replaced by this run's,
+    in plan order."""
+    kept = previous[~(previous["setting"].isin(settings) & previous["workload"].isin(list(workloads)))]
     both = pd.concat([kept, runs] if runs is not None else [kept], ignore_index=True)
     order = {s.name: i for i, s in enumerate(modmap.SETTINGS)}
     return both.sort_values(["run", "setting"], key=lambda c: c.map(order) if c.name == "setting" else c,
                             kind="stable").reset_index(drop=True)
+
+
+def demand_file(setting: str, run: int) -> str:
+    """The file a study keeps the vsftpd demand of one (setting, run) in, beside runs.csv."""
+    return f"vsftpd-demand-{setting.replace('/', '_')}-run{int(run)}.csv"
+
+
+def kept_demands(args, runs: pd.DataFrame | None, fresh: pd.DataFrame | None,
+                 live: Demand | None) -> dict[str, Demand | Path]:
+    """vsftpd's demand for every (setting, run) of the map: this study's capture where it ran
+    the cell, the previous study's kept file where --update kept the cell's rows (none for a
+    study made before demands were kept)."""
+    def pairs(frame):
+        if frame is None or "workload" not in frame:
+            return set()
+        part = frame[frame["workload"] == "vsftpd"]
+        return set(zip(part["setting"], part["run"]))
+    mine = pairs(fresh) if live is not None else set()
+    out: dict[str, Demand | Path] = {}
+    for setting, run in sorted(pairs(runs)):
+        name = demand_file(setting, run)
+        if (setting, run) in mine:
+            out[name] = live
+        elif args.update and (args.update / name).is_file():
+            out[name] = args.update / name
+    return out
 
 
 def cells(runs: pd.DataFrame) -> pd.DataFrame:
@@ -481,9 +514,18 @@ def misses(table: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------- results ---
 def write_results(args, runs: pd.DataFrame | None, cross: pd.DataFrame | None, skipped: dict,
-                  failed: list[str], load: list[float], minutes: float) -> Path:
+                  failed: list[str], load: list[float], minutes: float,
+                  demands: dict[str, Demand | Path] | None = None) -> Path:
     results = common.Results("agreement", args)
     body = [intro(args, skipped, failed, load, minutes)]
+    for name, source in (demands or {}).items():
+        if isinstance(source, Path):
+            shutil.copyfile(source, results.path(name))
+        else:
+            write_demand(source, results.path(name))
+    if demands:
+        body.append(f"vsftpd's captured demand, as both engines replayed it, is kept for each of its "
+                    f"{len(demands)} (setting, run) as vsftpd-demand-SETTING-runR.csv.\n")
     if runs is not None:
         runs.to_csv(results.path("runs.csv"), index=False)
         table = cells(runs)
@@ -566,18 +608,17 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     started, load = time.monotonic(), [os.getloadavg()[0]]
-    runs = cross = None
+    runs = cross = live = fresh = None
     failed: list[str] = []
     try:
         if not args.skip_map:
             earlier = previous_runs(args) if args.update else None
-            live = None
             if "vsftpd" in args.workloads:
                 live, why = modmap.capture_vsftpd(work, args.file_size)
                 if why:
                     skipped["vsftpd workload"] = why
-            runs, failed = run_map(args, work, live)
-            runs = updated(earlier, args.settings, runs) if args.update else runs
+            fresh, failed = run_map(args, work, live)
+            runs = updated(earlier, args.settings, fresh, args.workloads) if args.update else fresh
             load.append(os.getloadavg()[0])
         if not args.skip_cross:
             cross, more = run_cross(args, work)
@@ -592,7 +633,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     if runs is None and cross is None:
         common.gate(False, "nothing ran: " + "; ".join(failed or ["no run matches these options"]))
-    write_results(args, runs, cross, skipped, failed, load, (time.monotonic() - started) / 60)
+    write_results(args, runs, cross, skipped, failed, load, (time.monotonic() - started) / 60,
+                  kept_demands(args, runs, fresh, live))
     return 1 if failed else 0
 
 

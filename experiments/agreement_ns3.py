@@ -17,10 +17,13 @@ offline chain one stack at a time, each stack with its own lead.
     python -m magnet.experiments.agreement_ns3 --map [--spread] [--settings ...] [--workloads ...]
 
 --map re-runs the ns-3 side of every (setting, workload, run) the committed runs.csv holds
-(its seeds, 15 s demands, 4 stacks; vsftpd as the stand-in above) and scores the cells as
-the study does (agreement.cells: the same metrics, 10 % and 25 %), against the committed
-Linux rows; --spread also against spread/runs.csv's Linux runs (3-run medians, seeds
-1..3).  While the --quiet-file exists, it waits between runs.
+(its seeds, 15 s demands, its stacks) and scores the cells as the study does
+(agreement.cells: the same metrics, 10 % and 25 %), against the committed Linux rows;
+--spread also against spread/runs.csv's Linux runs (3-run medians, seeds 1..3).  vsftpd's
+run replays the demand the study kept beside runs.csv for that (setting, run)
+(vsftpd-demand-SETTING-runR.csv: what Linux replayed), and the stand-in above only where
+the study kept none (results made before it kept them); the output says which.  While the
+--quiet-file exists, it waits between runs.
 """
 from __future__ import annotations
 
@@ -69,6 +72,8 @@ def options(argv):
     if args.quick:
         args.runs, args.leads, args.chains = 1, args.leads[:1], [[1.0, 2.5]]
     linux = [args.against / "runs.csv", args.against / "spread" / "runs.csv", args.against / "cross.csv"]
+    if args.map:                        # the map reads only the Linux runs it scores against
+        linux = linux[:2] if args.spread else linux[:1]
     missing = [str(f) for f in linux if not f.is_file()]
     if missing:
         p.error(f"--against {args.against}: no {', '.join(missing)}")
@@ -161,16 +166,37 @@ def chains(args, work: Path):
 
 # ------------------------------------------------------------ the whole map ---
 STANDIN = "vsftpd (ns-3: stand-in)"     # the heat map's label of the stand-in's rows
+STANDIN_DEMAND = "stand-in"             # the demand column of a vsftpd run the study kept no demand for
+SYNTHETIC = "synthetic"                 # ... of the paper's and the variable demand (the study's own code)
 
 
 def linux_runs(args, study: str):
-    """The committed Linux rows (stack >= 0) of runs.csv ("map") or spread/runs.csv."""
+    """The committed Linux rows (stack >= 0) of runs.csv ("map") or spread/runs.csv, each with
+    the demand ns-3 is to replay: vsftpd's kept file, relative to --against (else
+    STANDIN_DEMAND), SYNTHETIC for the paper's and the variable demand."""
     import pandas as pd
-    path = args.against / ("runs.csv" if study == "map" else "spread/runs.csv")
-    runs = pd.read_csv(path)
+    where = args.against if study == "map" else args.against / "spread"
+    runs = pd.read_csv(where / "runs.csv")
     runs = runs[(runs["engine"] == "tcp") & runs["setting"].isin(args.settings)
                 & runs["workload"].isin(args.workloads)]
-    return runs.assign(study=study)
+    within = where.relative_to(args.against)
+    return runs.assign(study=study, demand=[kept_demand(args.against, within, w, s, r) for w, s, r
+                                            in zip(runs["workload"], runs["setting"], runs["run"])])
+
+
+def kept_demand(against: Path, within: Path, workload: str, setting: str, run: int) -> str:
+    if workload != "vsftpd":
+        return SYNTHETIC
+    path = within / agreement.demand_file(setting, run)
+    return str(path) if (against / path).is_file() else STANDIN_DEMAND
+
+
+def demand_for(args, workload: str, seed: int, demand: str):
+    """What ns-3 replays for one Linux run: its kept demand, the stand-in, or the synthetic one."""
+    from magnetlib.demand import read_demand
+    if workload != "vsftpd":
+        return modmap.demand_of(workload, 15.0, seed, None)
+    return vsftpd_standin() if demand == STANDIN_DEMAND else read_demand(args.against / demand)
 
 
 def wait_while_quiet(args) -> None:
@@ -179,30 +205,31 @@ def wait_while_quiet(args) -> None:
 
 
 def rerun_map(args, work: Path, linux):
-    """ns-3's chain for every (setting, workload, seed) the Linux rows hold, each once."""
+    """ns-3's chain for every (setting, workload, seed, demand) the Linux rows hold, each once,
+    through as many stacks as they have."""
     import pandas as pd
     from magnet.replay import engines
     settings = {s.name: s for s in modmap.SETTINGS}
-    todo = linux[["setting", "workload", "seed"]].drop_duplicates().values.tolist()
+    todo = linux[["setting", "workload", "seed", "demand"]].drop_duplicates().values.tolist()
+    stacks = int(linux["stack"].max())
     frames = []
-    for name, workload, seed in common.progress(todo, "agreement_ns3 map"):
+    for i, (name, workload, seed, kept) in enumerate(common.progress(todo, "agreement_ns3 map")):
         wait_while_quiet(args)
         setting = settings[name]
-        demand = vsftpd_standin() if workload == "vsftpd" else modmap.demand_of(workload, 15.0, int(seed), None)
-        where = work / f"map-{name.replace('/', '_')}-{workload}-{seed}"
-        out = engines.run("ns-3", demand, modmap.scenario_of(setting, 4, int(seed)), where,
-                          **engines.options_for("ns-3", args.tcp_model))
+        where = work / f"map-{i}-{name.replace('/', '_')}-{workload}-{seed}"
+        out = engines.run("ns-3", demand_for(args, workload, int(seed), kept), modmap.scenario_of(setting, stacks, int(seed)),
+                          where, **engines.options_for("ns-3", args.tcp_model))
         frames.append(modmap.rows_of(out, {"engine": "ns-3", "workload": workload, "setting": name,
-                                           "factor": setting.factor, "seed": int(seed)}))
+                                           "factor": setting.factor, "seed": int(seed), "demand": kept}))
     return pd.concat(frames, ignore_index=True)
 
 
 def score(ns3, linux):
     """agreement.cells over ns-3's re-run rows and the committed Linux rows of one study
-    (ns-3's run r is the one with Linux's run r's seed)."""
+    (ns-3's run r is the one with Linux's run r's seed and demand)."""
     import pandas as pd
-    runs = linux[["setting", "workload", "seed", "run"]].drop_duplicates()
-    ns3 = ns3.merge(runs, on=["setting", "workload", "seed"])
+    runs = linux[["setting", "workload", "seed", "demand", "run"]].drop_duplicates()
+    ns3 = ns3.merge(runs, on=["setting", "workload", "seed", "demand"])
     return agreement.cells(pd.concat([ns3, linux.drop(columns="study")], ignore_index=True))
 
 
@@ -221,33 +248,55 @@ def summary(table) -> str:
             f"{t['over_ceiling']} beyond {agreement.CEILING_PCT:g} %, the worst: {t['worst']}") if t else "no cells"
 
 
+def vsftpd_note(linux) -> str:
+    """How many of vsftpd's Linux runs ns-3 replays the kept demand of, how many the stand-in."""
+    runs = linux[linux["workload"] == "vsftpd"][["study", "setting", "run", "demand"]].drop_duplicates()
+    if runs.empty:
+        return "no vsftpd run"
+    standin = runs[runs["demand"] == STANDIN_DEMAND]
+    note = f"vsftpd: {len(runs) - len(standin)} of {len(runs)} runs replay the demand the study kept"
+    if len(standin):
+        note += (f", {len(standin)} the stand-in (no kept demand: "
+                 + ", ".join(f"{s} run {r}" for s, r in zip(standin["setting"], standin["run"])) + ")")
+    return note
+
+
+def standin_rows(table, linux):
+    """The heat map's rows: a (setting, vsftpd) whose runs replayed the stand-in says so."""
+    standin = set(linux[linux["demand"] == STANDIN_DEMAND]["setting"])
+    label = table["workload"].where(~((table["workload"] == "vsftpd") & table["setting"].isin(standin)), STANDIN)
+    return table.assign(workload=label)
+
+
 def map_body(args, results, ns3, linux) -> str:
-    """Per Linux study: the score with and without vsftpd's stand-in, the cells that crossed
-    10 % since the committed study, agreement's own section (misses, every cell), the heat map."""
+    """Per Linux study: the score with and without vsftpd, the cells that crossed 10 % since the
+    committed study, agreement's own section (misses, every cell), the heat map."""
     import pandas as pd
     ns3.to_csv(results.path("map-runs.csv"), index=False)
     out, tables = [], {}
     for study in ("map", "spread") if args.spread else ("map",):
-        table = tables[study] = score(ns3, linux[linux["study"] == study])
+        part = linux[linux["study"] == study]
+        table = tables[study] = score(ns3, part)
         table.to_csv(results.path(f"{study}-cells.csv"), index=False)
         out += [f"## Against {'runs.csv (Linux run 1)' if study == 'map' else 'spread/runs.csv (Linux 3-run medians)'}",
-                "", f"- with vsftpd's stand-in: **{summary(table)}**",
-                f"- the study's own demands only (vsftpd left out): {summary(table[table['workload'] != 'vsftpd'])}",
-                ""]
+                "", f"- every cell ({vsftpd_note(part)}): **{summary(table)}**",
+                f"- the study's synthetic demands only (vsftpd left out): "
+                f"{summary(table[table['workload'] != 'vsftpd'])}", ""]
         if study == "map":
             committed = pd.read_csv(args.against / "cells.csv")
             out += ["### Cells that crossed 10 % since the committed study", "",
                     results.table("map-moved", moved(table, committed), "{:.1f}"), ""]
         out += [agreement.map_section(table).replace("## The map, cell by cell", "### Cell by cell"), "",
                 f"![heat map]({study}-heatmap.png)", ""]
-        results.figure(agreement.heatmap(table.replace({"workload": {"vsftpd": STANDIN}})), f"{study}-heatmap")
+        results.figure(agreement.heatmap(standin_rows(table, part)), f"{study}-heatmap")
     if args.spread:
         both = combined(tables["map"], tables["spread"])
         out += ["## Both, as the committed README combines them", "",
                 "The cells spread/ holds at the medians of 3 runs (ns-3's over seeds 1-3 against Linux's), "
                 "every other cell at run 1:", "",
-                f"- with vsftpd's stand-in: **{summary(both)}**",
-                f"- the study's own demands only (vsftpd left out): {summary(both[both['workload'] != 'vsftpd'])}",
+                f"- every cell: **{summary(both)}**",
+                f"- the study's synthetic demands only (vsftpd left out): "
+                f"{summary(both[both['workload'] != 'vsftpd'])}",
                 ""]
     return "\n".join(out)
 
@@ -271,9 +320,11 @@ def main_map(args) -> int:
         ns3 = rerun_map(args, work, linux)
     body = [f"ns-3 ({args.tcp_model} profile) re-run on every cell of the committed study in {args.against}, "
             "scored by agreement.cells against its Linux runs (Linux not re-run). vsftpd's demand was captured "
-            f"live and is not kept: its rows are ns-3 on the stand-in ({VSFTPD_WRITES} writes of "
-            f"{VSFTPD_BYTES // VSFTPD_WRITES:,} B, {VSFTPD_GAP_NS / 1e6:g} ms apart) against Linux on the real "
-            "server, and each score is given with and without them.", "", map_body(args, results, ns3, linux)]
+            "live by the study; ns-3 replays the capture the study kept for each (setting, run), what Linux "
+            f"replayed, and where it kept none (a study made before it kept them) a stand-in ({VSFTPD_WRITES} "
+            f"writes of {VSFTPD_BYTES // VSFTPD_WRITES:,} B, {VSFTPD_GAP_NS / 1e6:g} ms apart) against Linux on "
+            f"the real server. {vsftpd_note(linux)}. Each score is given with and without vsftpd.", "",
+            map_body(args, results, ns3, linux)]
     print(results.write("The ns-3 side of the whole map against committed Linux runs", "\n".join(body)))
     return 0
 

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from magnet.experiments import agreement, modmap
+from magnet.experiments import agreement, agreement_ns3, ftp_server, modmap
 from magnet.replay import engines
 from magnet.replay.scenario import Scenario
 from magnetlib import synth
+from magnetlib.demand import read_demand
 
 from .conftest import require, run_magnet
 
@@ -109,6 +110,11 @@ def test_update_reruns_only_its_settings_and_keeps_the_rest(tmp_path):
     both = agreement.updated(previous, ["wan", "loss=1%"], rows(["wan", "loss=1%"], 1, 2000))
     assert list(both["setting"]) == ["base"] * 2 + ["loss=1%"] * 2 + ["wan"] * 2
     assert list(both["mean_size"]) == [1000] * 2 + [2000] * 4
+    vsftpd = pd.concat([rows(["base", "wan"], 1, 1000), rows(["base", "wan"], 1, 1000).assign(workload="vsftpd")])
+    only = agreement.updated(vsftpd, ["wan"], rows(["wan"], 1, 3000).assign(workload="vsftpd"), ["vsftpd"])
+    assert list(zip(only["setting"], only["workload"], only["mean_size"])) == [
+        ("base", "paper", 1000)] * 2 + [("base", "vsftpd", 1000)] * 2 + [("wan", "paper", 1000)] * 2 + [
+        ("wan", "vsftpd", 3000)] * 2                        # --workloads vsftpd keeps wan's paper rows
     previous.to_csv(tmp_path / "runs.csv", index=False)
     args = agreement.options(["--update", str(tmp_path), "--runs", "1", "--settings", "wan"])
     assert agreement.previous_runs(args).equals(previous)
@@ -122,3 +128,37 @@ def test_bursts_split_at_silences():
     b = agreement.bursts(times)
     assert b["bursts"] == 2 and b["packets_p50"] == 150
     assert b["off_ms_p50"] == pytest.approx(200.5)
+
+
+def test_map_replays_the_vsftpd_demand_the_study_kept(tmp_path):
+    """The study keeps vsftpd's captured demand (times and sizes) for each (setting, run);
+    agreement_ns3 --map replays that one, so its ns-3 row is the study's own, not the
+    stand-in's; without the kept file it plays the stand-in and says so."""
+    require_engine("ns-3")
+    require_engine("tcp")
+    why = ftp_server.unavailable()
+    require(why is None, f"vsftpd: {why}")
+    out = tmp_path / "study"
+    proc = run_magnet("experiment", "agreement", "--out", out, "--settings", "base", "--workloads", "vsftpd",
+                      "--stacks", "1", "--runs", "1", "--skip-cross", "--file-size", "1MB")
+    assert proc.returncode == 0, proc.stderr_text
+    kept = out / agreement.demand_file("base", 1)
+    demand = read_demand(kept)
+    assert demand.total_bytes == 1_000_000 and 1 < len(demand) < 100, len(demand)
+    assert list(pd.read_csv(kept).columns) == ["sockid", "time_ns", "direction", "size"]
+    runs = pd.read_csv(out / "runs.csv")
+    study = runs[(runs["engine"] == "ns-3") & (runs["stack"] == 1)].iloc[0]
+
+    def rerun(name):
+        assert agreement_ns3.main(["--map", "--settings", "base", "--workloads", "vsftpd", "--against", str(out),
+                                   "--out", str(tmp_path / name)]) == 0
+        ns3 = pd.read_csv(tmp_path / name / "map-runs.csv")
+        return ns3[ns3["stack"] == 1].iloc[0], (tmp_path / name / "README.md").read_text()
+    row, readme = rerun("kept")
+    assert row["demand"] == kept.name and "1 of 1 runs replay the demand the study kept" in readme
+    for col in agreement_ns3.METRICS.values():
+        assert row[col] == pytest.approx(study[col], rel=1e-12), col
+    kept.unlink()                                   # a study made before demands were kept
+    standin, readme = rerun("standin")
+    assert standin["demand"] == agreement_ns3.STANDIN_DEMAND and "the stand-in (no kept demand: base run 1)" in readme
+    assert standin["mean_gap_s"] != pytest.approx(row["mean_gap_s"], rel=1e-3)
