@@ -1458,6 +1458,51 @@ class LinuxRtoHeadResendTestCase : public TestCase
 };
 
 /**
+ * With SACK, a later partial ACK in Recovery, with no resend of the head, restarts the RTO:
+ * Linux's tcp_clean_rtx_queue sets FLAG_SET_XMIT_TIMER for any ACK of new data, and tcp_ack
+ * calls tcp_set_xmit_timer, tcp_rearm_rto: now + icsk_rto (no loss probe in Recovery).
+ * 40 segments written at once on 10 Mbit/s, 30 ms each way (RTO ~260 ms): the 31st, 34th
+ * and 37th lost, all three resent early in Recovery (RACK marks them, tcp_xmit_retransmit_queue
+ * sends them), the 34th's resend held back 150 ms and the 37th's 300 ms.  The 31st's ACK
+ * (the first partial ACK) restarts the timer; the 34th's, 150 ms later, finds the 37th, the
+ * new head, already resent and restarts it again, so the 37th's ACK, 150 ms after that,
+ * comes first.  A timer left running from the first partial ACK fired 267 ms after it, 36 ms
+ * before the 37th's ACK, and sent the 37th a third time.
+ */
+class LinuxRtoLatePartialAckTestCase : public TestCase
+{
+  public:
+    LinuxRtoLatePartialAckTestCase()
+        : TestCase("SACK: a later partial ACK, the head already resent, restarts the RTO")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("10Mbps", "30ms");
+        auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
+        std::multimap<int64_t, Time> delays{{SegmentSeq(31), Time(0)},
+                                            {SegmentSeq(34), Time(0)},
+                                            {SegmentSeq(34), MilliSeconds(150)},
+                                            {SegmentSeq(37), Time(0)},
+                                            {SegmentSeq(37), MilliSeconds(300)}}; // 0: lost
+        std::vector<Time> acked;
+        device->SetAttribute("ReceiveErrorModel",
+                             PointerValue(Create<DelayErrorModel>(device, delays, [&](int64_t) { acked.push_back(Simulator::Now()); })));
+        auto app = bench.Install(Periodic(1, 40 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ(acked.size(), 2, "the 34th's and the 37th's resends held back");
+        NS_TEST_ASSERT_MSG_EQ(socket->GetLossStats().rtos, 0, "no RTO");
+        NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 1448).size(), 43, "the three lost segments resent once each");
+        Simulator::Destroy();
+    }
+};
+
+/**
  * Without SACK, after an RTO: the third segment of the second flight is lost and so is its
  * fast retransmission, the eighth is lost once.  The RTO's go-back-N resends the eighth and
  * the segments after it, which had arrived: the ACK of the eighth reaches the recovery point
@@ -1775,6 +1820,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxRenoDupAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoPartialAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoHeadResendTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRtoLatePartialAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRenoLossHoldTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
