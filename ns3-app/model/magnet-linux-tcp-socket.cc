@@ -1276,10 +1276,17 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
         m_leavingRecovery = false;
         BytesInFlight();
     }
-    if (m_sackEnabled && m_tcb->m_congState == TcpSocketState::CA_RECOVERY &&
-        ackNumber > oldHeadSequence && ackNumber < m_recover)
+    if (m_tcb->m_congState == TcpSocketState::CA_RECOVERY && ackNumber > oldHeadSequence &&
+        ackNumber < m_recover)
     {
         PartialAck(ackNumber, scoreboardUpdated, currentDelivered);
+        if (!m_sackEnabled)
+        {
+            // tcp_xmit_recovery's tcp_xmit_retransmit_queue: the head marked lost goes out
+            // while tcp_snd_cwnd - tcp_packets_in_flight > 0 (cwnd from PRR's
+            // tcp_cwnd_reduction), else it waits for a later ACK, or the RTO.
+            XmitRetransmitQueue();
+        }
     }
     else
     {
@@ -1383,6 +1390,17 @@ MagnetLinuxTcpSocket::PartialAck(const SequenceNumber32& ackNumber, bool isDupac
     // tcp_identify_packet_loss, then tcp_xmit_recovery's tcp_xmit_retransmit_queue), and new
     // data goes out by tcp_write_xmit, within the window too: XmitRetransmitQueue and
     // SendPendingData after this.  The rest is as TcpSocketBase does it.
+    if (!m_sackEnabled)
+    {
+        // Without SACK, tcp_identify_packet_loss's tcp_newreno_mark_lost marks the first
+        // unacked segment lost (tcp_mark_skb_lost), unless it is marked already (a resent
+        // one is): MarkHeadAsLost would clear a resent head's mark and send it again.
+        const auto& sent = MagnetTxScoreboard::Sent(*m_txBuffer);
+        if (!sent.empty() && !MagnetTxScoreboard::IsLost(*sent.front()) && !sent.front()->IsRetrans())
+        {
+            m_txBuffer->MarkHeadAsLost();
+        }
+    }
     m_tcb->m_lastAckedSeq = ackNumber;
     if (isDupack)
     {

@@ -1554,6 +1554,83 @@ class LinuxRenoLossHoldTestCase : public TestCase
     }
 };
 
+/**
+ * Without SACK, a partial ACK in Recovery resends the new head only as the window allows.
+ * Linux's tcp_identify_packet_loss (tcp_newreno_mark_lost) marks the first unacked segment
+ * lost, PRR's tcp_cwnd_reduction sets cwnd, and tcp_xmit_retransmit_queue resends it only
+ * while tcp_snd_cwnd - tcp_packets_in_flight > 0.  70 segments written at once: slow start
+ * sends the last 40 (the 31st to the 70th) with cwnd 40, the 31st to the 60th are lost and
+ * the 10 after them draw duplicate ACKs.  The third starts Recovery (CUBIC: ssthresh
+ * 40 * 717 / 1024 = 28) and PRR forces the fast retransmission of the 31st; nothing else is
+ * left to send.  Its ACK, the first partial ACK: 39 out, 10 of them marked by duplicate ACKs
+ * and the 32nd lost, 28 in flight; delta = ssthresh - in flight = 0, so cwnd = 28 + 0 and the
+ * 32nd waits.  No ACK comes after it: the RTO fires, with one segment resent before it.
+ * TcpSocketBase resent the head on each partial ACK whatever the window (29 more resends,
+ * one per round trip, and no RTO).
+ */
+class LinuxRenoPartialAckWindowTestCase : public TestCase
+{
+  public:
+    LinuxRenoPartialAckWindowTestCase()
+        : TestCase("no SACK: a partial ACK resends the head only as the window allows")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("100Mbps", "30ms", NoSack());
+        std::map<int64_t, uint32_t> lost;
+        for (uint32_t i = 30; i < 60; ++i)
+        {
+            lost[SegSeq(i)] = 1;
+        }
+        bench.LoseSeq(lost, SegSeq(31));
+        auto app = bench.Install(Periodic(1, 70 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        Time lossAt;
+        uint32_t ssthresh = 0;
+        std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)> onState =
+            [&](TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now) {
+                if (now == TcpSocketState::CA_LOSS && lossAt.IsZero())
+                {
+                    lossAt = Simulator::Now();
+                }
+            };
+        std::function<void(uint32_t, uint32_t)> onSsthresh = [&](uint32_t, uint32_t now) {
+            if (!ssthresh && now < 1000 * 1448)
+            {
+                ssthresh = now / 1448; // the first reduction
+            }
+        };
+        Simulator::Schedule(MilliSeconds(1), [&]() {
+            app->GetSocket()->TraceConnectWithoutContext(
+                "CongState",
+                MakeCallback(&std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)>::operator(), &onState));
+            app->GetSocket()->TraceConnectWithoutContext(
+                "SlowStartThreshold", MakeCallback(&std::function<void(uint32_t, uint32_t)>::operator(), &onSsthresh));
+        });
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ(ssthresh, 28, "Recovery from cwnd 40 (the scenario)");
+        NS_TEST_ASSERT_MSG_EQ(socket->GetLossStats().rtos, 1, "one RTO");
+        uint32_t before = 0;
+        for (const auto& [t, payload] : bench.sent[0])
+        {
+            if (payload > 0 && (lossAt.IsZero() || t < lossAt))
+            {
+                before++;
+            }
+        }
+        NS_TEST_ASSERT_MSG_EQ(before, 71, "the fast retransmission the one resend before the RTO");
+        NS_TEST_ASSERT_MSG_EQ(bench.seqSent.size(), 2, "the 32nd sent twice");
+        NS_TEST_ASSERT_MSG_EQ((bench.seqSent.size() == 2 && !lossAt.IsZero() && bench.seqSent[1] >= lossAt), true,
+                              "the 32nd resent only after the RTO");
+        Simulator::Destroy();
+    }
+};
+
 // ---------------------------------------------------------------- packets ---
 
 /**
@@ -1822,6 +1899,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxRtoHeadResendTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoLatePartialAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRenoLossHoldTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRenoPartialAckWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
