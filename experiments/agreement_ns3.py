@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from magnet.replay.scenario import CROSS_LEAD_NS
+
 from . import agreement, common, modmap
 
 SETTING = "cross=tcp:4"
@@ -87,7 +89,8 @@ def vsftpd_standin():
     return Demand.from_arrays(np.arange(VSFTPD_WRITES, dtype=np.int64) * VSFTPD_GAP_NS, sizes)
 
 
-def run_cells(args, work: Path, lead_s: float = 1.0, stacks: int = 4, workloads=modmap.WORKLOADS):
+def run_cells(args, work: Path, lead_s: float = CROSS_LEAD_NS / 1e9, stacks: int = 4,
+              workloads=modmap.WORKLOADS):
     """ns-3's rows (stacks >= 1) for each workload (the variable one per seed)."""
     import pandas as pd
     from magnet.replay import engines

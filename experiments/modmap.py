@@ -231,6 +231,8 @@ def rows_of(outcome: engines.Outcome, labels: dict) -> pd.DataFrame:
         "writes_split": table["writes_split"],
         "writes_coalesced": table["writes_coalesced"],
         "submss_segments": table["submss_segments"],
+        "cross_lead_s": [np.nan] + [st.cross_lead_ns / 1e9 if st.cross_lead_ns else np.nan
+                                    for st in outcome.stacks],
         "method": outcome.method,
     })
     return out

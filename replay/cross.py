@@ -5,7 +5,9 @@
         --flows tcp:4 --flows pareto:0.5/1000/500000000/500000000
 
 Both run until SIGTERM (or SIGINT) and then print one JSON line: the bytes
-they moved.  The sink prints `ready` once it listens (TCP on SINK_PORT, UDP on
+they moved.  With --origin stdin the sender prints `ready` and waits for one line on stdin,
+`go ORIGIN_NS` (CLOCK_MONOTONIC), the time every flow starts from: so the flows of all of a
+chain's stacks, and the replay that follows them by the scenario's lead, share one origin.  The sink prints `ready` once it listens (TCP on SINK_PORT, UDP on
 SINK_PORT) and discards what arrives.  The sender opens one thread per bulk
 TCP flow (writing 64 KiB at a time, as fast as TCP lets it, with the replay's
 congestion control: --cc, as ns-3's bulk flows use the stacks' TCP) and one per UDP
@@ -154,6 +156,7 @@ class Sender:
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self.lock = threading.Lock()
+        self.origin_ns = 0                   # when the flows start (CLOCK_MONOTONIC)
 
     def count(self, key: str, n: int, packets: int = 0) -> None:
         with self.lock:
@@ -163,6 +166,7 @@ class Sender:
 
     def bulk(self) -> None:
         try:
+            time.sleep(max(0.0, (self.origin_ns - time.monotonic_ns()) / 1e9))
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             if self.cc:                   # else the namespace's default (init_net's: often bbr)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.cc.encode())
@@ -197,7 +201,7 @@ class Sender:
         self.udp_procs.append(proc)
         blocks = UdpSchedule(flow, self.rate, self.seed, stream).blocks()
         first = next(blocks)                                  # drawn before the clock starts
-        origin = time.monotonic_ns()
+        origin = max(self.origin_ns, time.monotonic_ns())
         try:
             for block in itertools.chain([first], blocks):
                 if self.stopping.is_set():
@@ -223,16 +227,17 @@ class Sender:
             self.sent["udp_sched_fifo"] = self.sent.get("udp_sched_fifo", True) and got["sched_fifo"]
             self.late.append(got["udp_late_us"])
 
-    def run(self, flows: list[dict]) -> dict:
+    def run(self, flows: list[dict], origin_from_stdin: bool = False) -> dict:
         threads = []
         for i, flow in enumerate(flows):
             if flow["kind"] == "tcp":
                 threads += [threading.Thread(target=self.bulk, daemon=True) for _ in range(flow["flows"])]
             else:
                 threads.append(threading.Thread(target=self.udp, args=(flow, i), daemon=True))
+        print("ready", flush=True)
+        self.origin_ns = _read_origin() if origin_from_stdin else time.monotonic_ns()
         for t in threads:
             t.start()
-        print("ready", flush=True)
         _wait_for_stop()
         self.stopping.set()
         for t in threads:
@@ -301,6 +306,14 @@ def sink(addr: str, record: str | None = None) -> dict:
         return dict(got)
 
 
+def _read_origin() -> int:
+    """The `go ORIGIN_NS` line on stdin (SystemExit with a one-line error otherwise)."""
+    words = sys.stdin.readline().split()
+    if len(words) != 2 or words[0] != "go" or not words[1].isdigit():
+        raise SystemExit(f"cross send: expected 'go ORIGIN_NS' on stdin, got {' '.join(words)!r}")
+    return int(words[1])
+
+
 def _wait_for_stop() -> None:
     """Until SIGTERM, SIGINT or SIGHUP."""
     done = threading.Event()
@@ -320,13 +333,16 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--record", help="sink: save each datagram's arrival time (ns) here, .npy")
     p.add_argument("--cc", help="the bulk TCP flows' congestion control (default: the namespace's)")
+    p.add_argument("--origin", choices=["now", "stdin"], default="now",
+                   help="send: start now, or at the time given on stdin after `ready` (go ORIGIN_NS)")
     p.add_argument("--flows", action="append", default=[], help="tcp:N, poisson:SHARE/SIZE, "
                    "pareto:SHARE/SIZE/ON_NS/OFF_NS (send)")
     args = p.parse_args(argv)
     if args.role == "sink":
         result = sink(args.addr, args.record)
     else:
-        result = Sender(args.addr, args.to, args.rate, args.seed, args.cc).run([_parse_flows(f) for f in args.flows])
+        sender = Sender(args.addr, args.to, args.rate, args.seed, args.cc)
+        result = sender.run([_parse_flows(f) for f in args.flows], args.origin == "stdin")
     print(json.dumps(result), flush=True)
     return 0
 

@@ -380,6 +380,13 @@ def _rtt_mean(samples: list[tuple[int, int]]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def time_zero(args) -> int:
+    """The writes' time zero: --start-at (at once if it has passed), else --lead-ms from now."""
+    if args.start_at:
+        return max(args.start_at, now_ns())
+    return now_ns() + int(args.lead_ms * 1e6)
+
+
 def run_replayer(args) -> dict:
     from .schedule import Side
     side = Side.load(args.side)
@@ -388,7 +395,7 @@ def run_replayer(args) -> dict:
     else:
         sock = connect(args)
     result = _result(sock)                       # addresses while both ends are open
-    replayer = Replayer(sock, side, now_ns() + int(args.lead_ms * 1e6), args.record, args.read_size)
+    replayer = Replayer(sock, side, time_zero(args), args.record, args.read_size)
     gc.disable()                                 # no collector pause between due times
     try:
         replayer.run()
@@ -434,6 +441,8 @@ def parse_args(argv=None):
     p.add_argument("--record", required=True, type=_record_dir, help="where the record goes (a directory)")
     p.add_argument("--lead-ms", type=float, default=200.0,
                    help="time zero of the writes: this long after the connection is set up")
+    p.add_argument("--start-at", type=int, default=0, metavar="NS",
+                   help="time zero of the writes instead: this CLOCK_MONOTONIC time (at once if passed)")
     p.add_argument("--realtime", type=int, default=0, metavar="PRIORITY",
                    help="run under SCHED_FIFO at this priority where allowed (0: no)")
     add_tcp_args(p)

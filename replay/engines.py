@@ -40,6 +40,7 @@ class StackResult:
     rtt_ns: float | None = None              # the sender's smoothed RTT, mean over the run
     retrans_bytes: int = 0
     notes: list[str] = field(default_factory=list)
+    cross_lead_ns: int | None = None         # cross traffic's start -> the demand's time zero
 
     @property
     def fresh(self) -> np.ndarray:
@@ -105,7 +106,8 @@ def _run_ns3(demand: Demand, scenario: Scenario, out: Path, progress: Progress, 
     for (_, ns, size), info in zip(series[1:], run.summary["stacks"]):
         stacks.append(StackResult(info["stack"], ns, size, run.new_bytes(info["stack"]),
                                   info.get("srtt_mean_ns") or info.get("srtt_last_ns"),
-                                  int(info.get("tcp_retrans_bytes", 0))))
+                                  int(info.get("tcp_retrans_bytes", 0)),
+                                  cross_lead_ns=run.summary["config"].get("cross_lead_ns") or None))
     return Outcome("ns-3", scenario, "simulation", series[0][1], series[0][2], stacks,
                    list(run.notes), out, run.applied)
 
@@ -126,7 +128,8 @@ def _run_tcp(demand: Demand, scenario: Scenario, out: Path, progress: Progress, 
     rows = run.series("send")
     stacks = []
     for (_, ns, size), s in zip(rows[1:], run.stacks):
-        stacks.append(StackResult(s.k, ns, size, s.new_bytes, s.rtt_mean_ns, s.retrans_bytes, list(s.notes)))
+        stacks.append(StackResult(s.k, ns, size, s.new_bytes, s.rtt_mean_ns, s.retrans_bytes, list(s.notes),
+                                  s.cross_lead_ns))
     return Outcome("tcp", scenario, run.method, rows[0][1], rows[0][2], stacks, list(run.notes),
                    out, run.applied)
 

@@ -38,7 +38,7 @@ from magnetlib import buildcache, knobs, signals
 from magnetlib.errors import MagnetError
 
 from .errors import ReplayError
-from .scenario import TCP_MODELS, Cross, Path as NetPath, Scenario, path_seed, stack_seed
+from .scenario import CROSS_LEAD_NS, TCP_MODELS, Cross, Path as NetPath, Scenario, path_seed, stack_seed
 
 APP_DIR = Path(ns3app.__file__).resolve().parent            # ns3-app/ in a checkout
 FORMAT_HEADER_DIR = Path(capture.__file__).resolve().parent  # capture/magnet_format.h
@@ -153,7 +153,7 @@ class Ns3Options:
     bulk_reference: bool = False       # also time BulkSendApplication moving the same bytes
     no_trace: bool = False             # write no traces (benchmarks)
     stream: int = 0                    # the demand file's stream (0: the only one)
-    cross_lead_ns: int = 1_000_000_000  # with cross traffic: it runs this long before the replay
+    cross_lead_ns: int = CROSS_LEAD_NS  # with cross traffic: its start -> the demand's time zero
     tcp_model: str = "linux"           # linux: Linux 6.x's TCP (MagnetLinuxTcpSocket); ns3: ns-3's own
     cross_schedules: bool = True       # UDP cross traffic plays cross.py's schedules (False: ns-3 draws)
     link_log: bool = False             # each stack's bottleneck log, stack-K.linklog (linkem's format)

@@ -55,7 +55,7 @@ from magnetlib.errors import MagnetError
 
 from . import cross, linkem, linuxtcp, netns, sockopts, wan
 from .errors import ReplayError
-from .scenario import Scenario
+from .scenario import CROSS_LEAD_NS, Scenario
 
 FAMILY = "mgpa"                       # namespaces, devices and cgroups: mgpa<pid>-...
 SUBNET = "10.203"
@@ -64,7 +64,8 @@ GRACE_S = 5.0                         # what a side gets to end after SIGTERM, b
 LINGER_S = 0.2                        # closing handshakes after the client ends, before the captures stop
 PROBES = 10                           # UDP round trips measured before the programs start
 PROBE_GAP_S = 0.02
-CROSS_WARMUP_S = 1.0
+CROSS_WARMUP_S = CROSS_LEAD_NS / 1e9       # the client starts this long into the cross traffic,
+                                        # where ns-3's whole-application replay starts
 # Programs whose Debian package is not named after them (the missing-command message).
 PACKAGES = {"h2load": "nghttp2-client", "redis-benchmark": "redis-tools", "redis-cli": "redis-tools",
             "nginx": "nginx-light", "sshd": "openssh-server", "scp": "openssh-client",

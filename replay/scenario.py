@@ -178,6 +178,12 @@ class Tcp:
         return ", ".join(flags)
 
 
+# With cross traffic, the demand's time zero is this long after the cross traffic starts, in
+# both engines: its bursts and its bulk flows' state are chaotic in that phase, so the engines
+# compare only at one phase.  Long enough for the real replay's set-up (about 0.8 s).
+CROSS_LEAD_NS = 2_000_000_000
+
+
 # ---------------------------------------------------------- a stack's seeds ---
 def stack_seed(seed: int, k: int, reverse: bool = False) -> int:
     """The seed of stack k's cross traffic (each direction its own) for a scenario's seed

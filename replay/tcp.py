@@ -50,7 +50,7 @@ from magnetlib.metrics import Series
 
 from . import cross, endpoint, fidelity, linkem, linuxtcp, netns, schedule, wan, wire, workers
 from .errors import ReplayError
-from .scenario import CAPTURES, Scenario
+from .scenario import CAPTURES, CROSS_LEAD_NS, Scenario
 
 LOOPBACK = "127.0.0.1"
 LOOPBACK_MSS = 1448               # what a 1500-byte MTU gives, so loopback segments look alike
@@ -59,6 +59,7 @@ SUBNET = "10.202"
 # Device names FAMILY<pid>t<k>x fit IFNAMSIZ for a pid of 7 digits (pid_max 4194304) up to k = 99.
 MAX_STACKS = 99
 PACER_PRIORITY = 10                # SCHED_FIFO of the pacing ends: below the link emulator's
+LEAD_SLACK_NS = 1_000_000          # a demand later than this into the cross traffic is noted
 
 
 @dataclass
@@ -71,7 +72,7 @@ class TcpOptions:
     send_only: bool = False            # drop the demand's other direction
     new_data_only: bool = True         # offline: the next stack's writes leave retransmissions out
     realtime: bool = True              # the emulators and pacers under SCHED_FIFO where allowed
-    cross_warmup_s: float = 1.0        # cross traffic runs this long before a stack starts
+    cross_lead_ns: int = CROSS_LEAD_NS  # with cross traffic: its start -> the demand's time zero
     lead_ms: float = 200.0
     family: str = "mgrp"               # names of namespaces, devices, cgroups: FAMILY<pid>...
     bars: bool = False                 # a progress bar on stderr while each stack runs
@@ -100,6 +101,7 @@ class StackRun:
     new_bytes: np.ndarray | None = None     # per send segment, bytes never sent before (None: unknown)
     path_stats: linkem.Stats | None = None  # what the emulator did on this stack's path
     cross: dict | None = None               # cross traffic: bytes sent and received
+    cross_lead_ns: int | None = None        # its start -> the demand's time zero, as it came out
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -126,7 +128,7 @@ class StackRun:
                "retrans_bytes": self.retrans_bytes,
                "sender": self.sender, "receiver": self.receiver,
                "path": self.path_stats.raw if self.path_stats else None, "cross": self.cross,
-               "trace": str(self.trace) if self.trace else None, "notes": self.notes}
+               "cross_lead_ns": self.cross_lead_ns, "trace": str(self.trace) if self.trace else None, "notes": self.notes}
         if self.timing:
             out["timing"] = self.timing.as_dict()
         if self.confirmed:
@@ -186,6 +188,8 @@ class Lab:
         self.net: wan.Wan | None = None
         self.procs: list[subprocess.Popen] = []           # the stacks' ends and relays
         self.cross: dict[int, dict] = {}
+        self.cross_origin: dict[int, int] = {}    # per stack: when its cross traffic started
+        self.start_at: int | None = None          # the demand's time zero while cross traffic runs
         self.app: dict[str, Series] = {}          # the first stack's writes as replayed, both ends
         self.sessions = 0
         self.cpus = self.saved_cpus = os.sched_getaffinity(0)
@@ -263,6 +267,8 @@ class Lab:
     def start(self, ns: str | None, role: str, args: list[str], session) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "magnet.replay.endpoint", role, *args,
                f"--lead-ms={self.options.lead_ms}", *self.linux.endpoint_args]
+        if self.start_at and role != "relay":
+            cmd.append(f"--start-at={self.start_at}")
         if role == "initiator" and self.options.realtime:     # the pacer: on time under load
             cmd.append(f"--realtime={PACER_PRIORITY}")
 
@@ -319,14 +325,31 @@ class Lab:
     @contextmanager
     def crossing(self, stacks: list[int]):
         """The scenario's cross traffic on these stacks' bottlenecks, from before they start
-        (warm-up) to after they end; what it moved goes to self.cross[k]."""
+        (their demand's time zero is options.cross_lead_ns after its start) to after they end;
+        what it moved goes to self.cross[k]."""
         if self.net is None:
             yield
             return
-        with wan.crossing(self.net, self.scenario, stacks, self.linux.cc,
-                          self.options.cross_warmup_s) as traffic:
-            yield
+        with wan.crossing(self.net, self.scenario, stacks, self.linux.cc, warmup_s=0) as traffic:
+            if traffic.origin_ns is not None:
+                self.cross_origin.update(dict.fromkeys(stacks, traffic.origin_ns))
+                self.start_at = traffic.origin_ns + self.options.cross_lead_ns
+            try:
+                yield
+            finally:
+                self.start_at = None
         self.cross.update(traffic.moved)
+
+    def cross_lead(self, k: int, anchor_ns: int) -> int | None:
+        """Stack k's cross traffic start -> its demand's time zero (None: no cross traffic);
+        a note when the set-up overran the scenario's lead."""
+        if k not in self.cross_origin:
+            return None
+        lead = anchor_ns - self.cross_origin[k]
+        if lead > self.options.cross_lead_ns + LEAD_SLACK_NS:
+            self.notes.append(f"stack {k}: the demand started {lead / 1e9:.3f} s into the cross traffic, "
+                              f"not {self.options.cross_lead_ns / 1e9:g} s: the set-up took longer")
+        return lead
 
     def kill_workers(self, group: list | None = None) -> None:
         group = self.procs if group is None else group
@@ -520,7 +543,8 @@ def run_offline(lab: Lab, demand: Demand, progress) -> list[StackRun]:
         send, recv, trace, new = wire_of(lab, k, ini, trace, (acc_rec["reads"], ini_rec["reads"]),
                                          getattr(session, "offset", None))
         s = StackRun(k, ini, acc, ini["written"], acc["read"], send, recv, trace=trace,
-                     new_bytes=new, path_stats=lab.path_stats(k), cross=lab.cross.get(k))
+                     new_bytes=new, path_stats=lab.path_stats(k), cross=lab.cross.get(k),
+                     cross_lead_ns=lab.cross_lead(k, ini["anchor_ns"]))
         s.shift_ns = 0 if k == 1 else stacks[-1].shift_ns + _origin(stacks[-1]) - ini["anchor_ns"]
         first_writes(lab, s, work, ini_rec, acc_rec, trace, ini["cookie"], app=k == 1)
         del ini_rec, acc_rec
@@ -606,12 +630,14 @@ def relay_stacks(lab: Lab, work: Work, ini: dict, relays: dict, sink: dict, dema
                                               [senders[k - 1]["cookie"], receivers[k - 1]["cookie"]]
                                               for k in range(1, n + 1)})
     stacks = []
+    lead = lab.cross_lead(1, ini["anchor_ns"])            # one cross traffic start, one demand
     for k in range(1, n + 1):
         trace = lab.out / f"stack-{k}.magnet" if lab.method == "bpf" else None
         send, recv, trace, new = wire_of(lab, k, senders[k - 1], trace, (reads_down[k - 1], reads_up[k - 1]),
                                          getattr(session, "offset", None))
         s = StackRun(k, senders[k - 1], receivers[k - 1], written[k - 1], delivered[k - 1], send, recv,
-                     trace=trace, new_bytes=new, path_stats=lab.path_stats(k), cross=lab.cross.get(k))
+                     trace=trace, new_bytes=new, path_stats=lab.path_stats(k), cross=lab.cross.get(k),
+                     cross_lead_ns=lead)
         if k == 1:
             first_writes(lab, s, work, ini_rec, sink_rec, trace, ini["cookie"], app=True)
         stack_notes(s, sent_bytes(demand) if k == 1 else written[k - 1], lab.method)

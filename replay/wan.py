@@ -32,6 +32,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,6 +197,7 @@ def chain(prefix: str, scenario: Scenario, out_dir: Path, *, subnet: str = "10.2
 
 # ---------------------------------------------------------- cross traffic ---
 CROSS = [sys.executable, "-m", "magnet.replay.cross"]
+GO_AHEAD_NS = 20_000_000            # from the `go` to the cross traffic's origin
 
 
 class CrossTraffic:
@@ -203,12 +205,14 @@ class CrossTraffic:
     a sender in cs and a sink in cr (the data direction), and on a duplex path also a
     sender in cr and a sink in cs (the reverse direction, the same spec).  Every process
     dies with this one.  `moved[k]`: what stack k's flows sent and received, once stopped
-    ("sent", "received"; "reverse_sent", "reverse_received" on a duplex path)."""
+    ("sent", "received"; "reverse_sent", "reverse_received" on a duplex path).  Every flow
+    of every stack starts at one time, `origin_ns` (CLOCK_MONOTONIC), set once all are ready."""
 
     def __init__(self, net: Wan, scenario: Scenario, stacks: list[int], cc: str | None = None):
         self.net, self.scenario, self.stacks, self.cc = net, scenario, stacks, cc
         self.procs: dict[tuple[int, str], tuple[subprocess.Popen, subprocess.Popen]] = {}
         self.moved: dict[int, dict] = {}
+        self.origin_ns: int | None = None
 
     def start(self) -> "CrossTraffic":
         try:
@@ -217,6 +221,7 @@ class CrossTraffic:
                 ways = [("", 0, 1)] + ([("reverse_", 1, 0)] if s.path.duplex else [])
                 for way, src, dst in ways:
                     self._start_way(s, way, src, dst)
+            self._go()
         except BaseException:
             self.kill()
             raise
@@ -229,18 +234,27 @@ class CrossTraffic:
         sink = self._spawn(s.cross_ns[dst], ["sink", f"--addr={s.cross_addr[dst]}"])
         self.procs[(s.k, way)] = (sink, sink)
         _ready(sink, f"{label} sink")
-        sender = self._spawn(s.cross_ns[src], ["send", f"--addr={s.cross_addr[src]}",
+        sender = self._spawn(s.cross_ns[src], ["send", "--origin=stdin", f"--addr={s.cross_addr[src]}",
                                                f"--to={s.cross_addr[dst]}", f"--rate={s.path.rate_bps or 0}",
                                                f"--seed={seed}", *([f"--cc={self.cc}"] if self.cc else []),
                                                *flows])
         self.procs[(s.k, way)] = (sender, sink)
         _ready(sender, f"{label} sender")
 
+    def _go(self) -> None:
+        """Every sender is ready: give them one origin, a moment ahead (the writes take that)."""
+        if not self.procs:
+            return
+        self.origin_ns = time.monotonic_ns() + GO_AHEAD_NS
+        for sender, _ in self.procs.values():
+            sender.stdin.write(f"go {self.origin_ns}\n")
+            sender.stdin.flush()
+
     @staticmethod
     def _spawn(ns: str, args: list[str]) -> subprocess.Popen:
         from .wire import _die_with_parent
-        return netns.popen(ns, [*CROSS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           preexec_fn=lambda: _die_with_parent(signal.SIGKILL))
+        return netns.popen(ns, [*CROSS, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, preexec_fn=lambda: _die_with_parent(signal.SIGKILL))
 
     def stop(self) -> dict[int, dict]:
         """End every flow; what each moved (WanError if a process failed)."""

@@ -20,7 +20,7 @@ from magnetlib import synth
 from magnetlib.format import Clock, Event
 from magnet.replay import linkem, linklog, ns3, report
 from magnet.replay.ns3 import Ns3Options
-from magnet.replay.scenario import Path as NetPath, Scenario, Tcp, cross, path_seed, stack_seed
+from magnet.replay.scenario import CROSS_LEAD_NS, Path as NetPath, Scenario, Tcp, cross, path_seed, stack_seed
 from magnetlib import knobs
 
 from .conftest import assert_clean_error, ns3_programs, run_magnet
@@ -405,7 +405,11 @@ def test_cross_traffic_shares_the_bottleneck(programs, ftp_demand, tmp_path):
     assert tcp["srtt_mean_ns"] > quiet.stack(1)["srtt_mean_ns"] + 20e6   # ... which the replay waits in
     for run in busy.values():
         assert run.summary["conserved"] is True
-        assert run.stack(1)["connected_ns"] >= 1e9        # after the cross traffic's head start
+        # Connected before, and the first write exactly at, the cross traffic's lead (as the
+        # real replay's ends wait for it).
+        assert 0 < run.stack(1)["connected_ns"] < run.summary["config"]["cross_lead_ns"] == CROSS_LEAD_NS
+        with magnetlib.open(run.traces[0]) as trace:
+            assert int(trace.column_at("timestamp", trace.select([Event.SOCK_SEND]))[0]) == CROSS_LEAD_NS
     assert "2 bulk TCP flows" in busy["tcp:2"].applied
 
 

@@ -205,8 +205,10 @@ def test_relay_chain_with_cross_traffic(tmp_path, namespaces, bpf):
     demand = paced(60, 20, 10240)
     scenario = chain(3, "relay", rate_bps=10_000_000, delay_ns=5 * MS).replace(
         cross=(cross("tcp:1"), cross("poisson:20%")))
-    run = tcp.run_chain(demand, tmp_path, scenario, tcp.TcpOptions(cross_warmup_s=0.5))
+    run = tcp.run_chain(demand, tmp_path, scenario, tcp.TcpOptions(cross_lead_ns=3_000_000_000))
     assert run.method == "bpf" and [s.k for s in run.stacks] == [1, 2, 3]
+    # One start for every stack's cross traffic, the demand 3 s after it (as in ns-3).
+    assert [s.cross_lead_ns for s in run.stacks] == [3_000_000_000] * 3, run.notes
     check_bytes(run, demand.total_bytes, wire_exact=False)
     for s in run.stacks:
         assert s.send.bytes >= 0.98 * s.delivered

@@ -85,7 +85,7 @@ CrossLine(const MagnetChainConfig& c)
                              : " (UDP datagrams played from the schedules replay/cross.py drew, as the real "
                                "sender sends them)";
     return "cross traffic on each bottleneck, from a node before it to one after it (the path's "
-           "round trip), from " + MagnetFormatTime(c.crossLead) + " before the replay connects: " + items +
+           "round trip), from " + MagnetFormatTime(c.crossLead) + " before the demand's time zero: " + items +
            played;
 }
 
@@ -339,7 +339,8 @@ Parse(int argc, char* argv[])
                           "pareto:SHARE[/BYTES/ON/OFF]", cross);
     cmd.AddValue("crossSchedules", "a directory of UDP cross-traffic schedules to play "
                                    "(stack-K-cross-I.magnet; replay/cross.py draws them)", c.crossSchedules);
-    cmd.AddValue("crossLead", "with cross traffic: how long it runs before the replay connects", c.crossLead);
+    cmd.AddValue("crossLead", "with cross traffic: how long it runs before the demand's time zero",
+                 c.crossLead);
     cmd.AddValue("tcpModel", "linux (Linux 6.x's TCP: MagnetLinuxTcpSocket) or ns3 (ns-3's TcpSocketBase)",
                  t.model);
     cmd.AddValue("cc", "congestion control (TcpNewReno, TcpLinuxReno, TcpCubic, TcpBbr, ...)", t.cc);

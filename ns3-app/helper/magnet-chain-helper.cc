@@ -35,6 +35,8 @@ constexpr uint16_t kPort = 9;
 // Every link is a /30 of 10.0.0.0/8.
 constexpr const char* kNetwork = "10.0.0.0";
 constexpr const char* kNetmask = "255.255.255.252";
+// With cross traffic the replay connects this long before the demand's time zero.
+const Time kConnectAhead = Seconds(1);
 
 /** Measures the wall and CPU time of a simulation run. */
 class Stopwatch
@@ -194,7 +196,10 @@ MagnetChain::BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4Ad
     }
     if (!m_config.cross.empty())
     {
-        stack.app->SetStartTime(m_config.crossLead);
+        // Connect a while before the demand's time zero, which is crossLead into the cross
+        // traffic in both engines (the real replay's ends wait for it too).
+        stack.app->SetStartTime(m_config.crossLead - std::min(m_config.crossLead, kConnectAhead));
+        stack.app->SetAttribute("Origin", TimeValue(m_config.crossLead));
         stack.cross = std::make_unique<MagnetCrossTraffic>(m_config.cross, config);
         stack.cross->SetSchedules(CrossSchedules(k));
         stack.cross->Install(stack.path, ip, crossStart, segment.Get(), m_profile.SocketFactory());

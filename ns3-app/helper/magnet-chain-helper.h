@@ -34,7 +34,7 @@ struct MagnetChainConfig
     bool live{false};
     bool newDataOnly{false};   //!< offline: drop retransmitted bytes from the next demand
     Time startOffset;          //!< connection established -> demand time zero
-    Time crossLead{Seconds(1)}; //!< with cross traffic: it runs this long before the replay connects
+    Time crossLead{Seconds(2)}; //!< with cross traffic: its start -> the demand's time zero
     /**
      * A directory of UDP cross-traffic schedules to play (stack-K-cross-I.magnet: stack
      * K's item I, replay/cross.py's UdpSchedule); empty: ns-3 draws its own.

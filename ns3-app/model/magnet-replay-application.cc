@@ -70,6 +70,13 @@ MagnetReplayApplication::GetTypeId()
                           TimeValue(Seconds(0)),
                           MakeTimeAccessor(&MagnetReplayApplication::m_startOffset),
                           MakeTimeChecker(Seconds(0)))
+            .AddAttribute("Origin",
+                          "The simulation time of the demand's time zero, when the connection is "
+                          "up by then (0: StartOffset after the connection is established). A "
+                          "scenario with cross traffic starts the demand a set time into it.",
+                          TimeValue(Seconds(0)),
+                          MakeTimeAccessor(&MagnetReplayApplication::m_fixedOrigin),
+                          MakeTimeChecker(Seconds(0)))
             .AddAttribute("CloseAtEnd",
                           "Close the socket once the whole demand is handed to TCP.",
                           BooleanValue(true),
@@ -266,7 +273,7 @@ MagnetReplayApplication::ConnectionSucceeded(Ptr<Socket> socket)
     NS_LOG_FUNCTION(this << socket);
     m_connected = true;
     m_stats.connected = Simulator::Now();
-    m_origin = Simulator::Now() + m_startOffset;
+    m_origin = std::max(Simulator::Now() + m_startOffset, m_fixedOrigin);
     if (!m_relay)
     {
         ScheduleNextWrite();

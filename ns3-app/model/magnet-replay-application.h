@@ -34,7 +34,7 @@ Ptr<Socket> MagnetCreateSocket(Ptr<Node> node, TypeId factory, const std::string
  * The demand is a series of (time, bytes) writes, read from a magnet trace's
  * SOCK_SEND stream (DemandFile, the compact form `magnet demand -o x.magnet`
  * writes) or given with SetDemand().  Its time zero is StartOffset after the
- * connection is established.  When TCP's send buffer cannot take a write, the
+ * connection is established, or Origin if that is later.  When TCP's send buffer cannot take a write, the
  * remainder waits (in order) and goes out from the socket's send callback:
  * bytes are never dropped, and how late each write completed is recorded.
  *
@@ -129,6 +129,7 @@ class MagnetReplayApplication : public Application
     std::string m_demandFile;
     uint64_t m_streamId;
     Time m_startOffset;
+    Time m_fixedOrigin;     //!< the Origin attribute (0: none)
     bool m_closeAtEnd;
 
     Ptr<Socket> m_socket;
