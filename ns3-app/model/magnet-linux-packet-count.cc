@@ -7,6 +7,7 @@
 #include "ns3/simulator.h"
 #include "ns3/tcp-tx-item.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace ns3
@@ -49,7 +50,7 @@ MagnetLinuxPacketCount::RenoAckStart()
 {
     m_reno = true;
     m_renoAcked = 0;
-    m_renoSackedOut = 0;
+    m_renoSackedOut = m_lossSacked;
     if (m_buffer->GetSacked() > 0)
     {
         for (const TcpTxItem* item : MagnetTxScoreboard::Sent(*m_buffer))
@@ -75,6 +76,18 @@ void
 MagnetLinuxPacketCount::RenoDupAck()
 {
     m_delivered++; // tcp_add_reno_sack: delivered = sacked_out - prior_sacked
+}
+
+void
+MagnetLinuxPacketCount::SetLossSacked(uint32_t n)
+{
+    m_lossSacked = n;
+}
+
+uint32_t
+MagnetLinuxPacketCount::GetLossSacked() const
+{
+    return m_lossSacked;
 }
 
 void
@@ -151,7 +164,7 @@ MagnetLinuxPacketCount::InFlight() const
     {
         NS_ABORT_MSG_UNLESS(m_inFlight == Walk(), "packet count kept " << m_inFlight << " walk " << Walk());
     }
-    return m_inFlight;
+    return m_inFlight - std::min(m_lossSacked, m_inFlight);
 }
 
 void

@@ -54,6 +54,14 @@ class MagnetLinuxPacketCount : public TcpRateLinux
     void RenoAckStart();
     void RenoAcked();
     void RenoDupAck();
+    /**
+     * Without SACK, in Loss (F-RTO's new data, or any, above high_seq): tcp_process_loss
+     * counts duplicate ACKs in sacked_out (tcp_add_reno_sack) with every segment marked
+     * lost, so none carries the mark; they leave the flight (InFlight) and count in the
+     * next cumulative ACK's tcp_remove_reno_sacks (RenoAckStart).
+     */
+    void SetLossSacked(uint32_t n);
+    uint32_t GetLossSacked() const;
     uint64_t GetDelivered() const; //!< tp->delivered: packets delivered so far
     uint32_t PacketsOut() const;   //!< tp->packets_out: sent and not cumulatively ACKed
     uint32_t InFlight() const;     //!< tcp_packets_in_flight
@@ -123,6 +131,7 @@ class MagnetLinuxPacketCount : public TcpRateLinux
     bool m_reno{false};           //!< between RenoAckStart and RenoAcked
     uint32_t m_renoSackedOut{0};  //!< tp->sacked_out without SACK, as the ACK arrived
     uint32_t m_renoAcked{0};      //!< packets this ACK freed (pkts_acked)
+    uint32_t m_lossSacked{0};     //!< sacked_out counted in Loss, no segment marked
     bool m_cwndLimited{false};    //!< tp->is_cwnd_limited
     uint32_t m_maxPacketsOut{0};  //!< tp->max_packets_out
     SequenceNumber32 m_cwndUsageSeq; //!< tp->cwnd_usage_seq: snd_nxt when they were set

@@ -147,6 +147,12 @@ MagnetLinuxTcpSocket::GetTypeId()
                           BooleanValue(true),
                           MakeBooleanAccessor(&MagnetLinuxTcpSocket::m_rack),
                           MakeBooleanChecker())
+            .AddAttribute("Frto",
+                          "tcp_frto (2): F-RTO after an RTO (RFC 5682 as Linux does it: new data on "
+                          "the ACK of the resent head, undo if data never resent is then (S)ACKed).",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&MagnetLinuxTcpSocket::m_frtoOn),
+                          MakeBooleanChecker())
             .AddAttribute("RmemDefault", "tcp_rmem[1]: the receive memory a socket starts with.",
                           UintegerValue(131072),
                           MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_rmemDefault),
@@ -212,6 +218,7 @@ MagnetLinuxTcpSocket::MagnetLinuxTcpSocket(const MagnetLinuxTcpSocket& sock)
       m_slowStartAfterIdle(sock.m_slowStartAfterIdle),
       m_tlp(sock.m_tlp),
       m_rack(sock.m_rack),
+      m_frtoOn(sock.m_frtoOn),
       m_rmemDefault(sock.m_rmemDefault),
       m_rmemMax(sock.m_rmemMax),
       m_wmemDefault(sock.m_wmemDefault),
@@ -995,8 +1002,9 @@ uint32_t
 MagnetLinuxTcpSocket::AvailableWindow() const
 {
     UpdateNagle(); // SendPendingData asks for the window before each segment
-    if (OnlyUnlostLeft())
+    if (OnlyUnlostLeft() || m_frtoHold)
     {
+        // m_frtoHold: tcp_xmit_recovery sent F-RTO's new data and returned, no resend on this ACK.
         return 0;
     }
     // tcp_cwnd_test: cwnd counts packets, a short segment takes one as a full one does.
@@ -1011,6 +1019,13 @@ MagnetLinuxTcpSocket::AvailableWindow() const
         // window full sends nothing, and is cwnd-limited (tcp_cwnd_validate).
         m_packets->CwndValidate(true, m_tcb->m_highTxMark);
         m_tcb->m_isCwndLimited = true;
+    }
+    if (m_packets->GetLossSacked() > 0)
+    {
+        // Duplicate ACKs counted in Loss without SACK (ProcessLoss) leave the packets in flight
+        // but no segment's mark, and TcpTxBuffer's pipe: its cwnd part would be the tighter.
+        const uint32_t pipe = BytesInFlight();
+        return std::min(quota, m_rWnd.Get() > pipe ? m_rWnd.Get() - pipe : 0);
     }
     return std::min(quota, TcpSocketBase::AvailableWindow());
 }
@@ -1262,6 +1277,16 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
     m_bytesAckedNotProcessed = 0;
     currentDelivered = delivered * m_tcb->m_segmentSize;
     m_tcb->m_lastAckedSackedBytes = currentDelivered;
+    const auto priorState = m_tcb->m_congState.Get();
+    const uint32_t priorCwnd = m_tcb->m_cWnd.Get();
+    const uint32_t priorSsthresh = m_tcb->m_ssThresh.Get();
+    if (ackNumber > oldHeadSequence)
+    {
+        m_packets->SetLossSacked(0); // tcp_process_loss, tcp_fastretrans_alert: tcp_reset_reno_sack
+    }
+    // tcp_fastretrans_alert in Loss: tcp_process_loss (F-RTO), before the window grows.
+    const bool frtoNew = priorState == TcpSocketState::CA_LOSS &&
+                         ProcessLoss(ackNumber, oldHeadSequence, scoreboardUpdated, receivedData);
     // tcp_fastretrans_alert with RACK: the segments this ACK shows lost are marked before
     // TcpSocketBase's recovery steps size the window (PRR counts them out of flight), and
     // recovery starts once any is lost (TcpSocketBase's own duplicate-ACK entry is off).
@@ -1306,6 +1331,10 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
         }
     }
     const auto baseState = m_tcb->m_congState.Get();
+    if (priorState < TcpSocketState::CA_RECOVERY && baseState == TcpSocketState::CA_RECOVERY)
+    {
+        SetPrior(priorState, priorCwnd, priorSsthresh); // TcpSocketBase::EnterRecovery: tcp_enter_recovery's
+    }
     if (!m_sackEnabled && m_txBuffer->GetSacked() > renoSacked)
     {
         m_packets->RenoDupAck(); // a duplicate ACK marked a segment (AddRenoSack, one at most)
@@ -1356,6 +1385,22 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
     // Any other ACK (a duplicate, the peer's data with the same ACK number) leaves the
     // one timer as it is: the probe took the RTO's place, and cancelling it here left
     // the connection with no timer at all, a lost tail never resent.
+    if (frtoNew)
+    {
+        // tcp_xmit_recovery, REXMIT_NEW (after tcp_cong_control grew the window): new data
+        // as the window allows (TCP_NAGLE_OFF); if any went, nothing else on this ACK,
+        // else F-RTO is off and the lost segments go (SendPendingData).
+        FrtoSendNew();
+        if (m_tcb->m_highTxMark.Get() > m_recover)
+        {
+            m_frtoHold = true;
+            m_lossStats.frtoNew++;
+        }
+        else
+        {
+            m_frto = false;
+        }
+    }
 }
 
 void
@@ -1557,8 +1602,11 @@ MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader
     {
         RenoSackOnAck(tcpHeader.GetAckNumber());
     }
+    OrigAckedOnAck(tcpHeader);
     const SequenceNumber32 una = m_txBuffer->HeadSequence();
     TcpSocketBase::ReceivedAck(packet, tcpHeader);
+    m_frtoHold = false;
+    m_origAcked = false;
     if (m_txBuffer->HeadSequence() > una)
     {
         m_retransmits = 0; // tcp_ack: snd_una advanced
@@ -1665,6 +1713,21 @@ MagnetLinuxTcpSocket::ReTxTimeout()
         m_dataRetrCount = 0;
         TcpSocketBase::ReTxTimeout();
         return;
+    }
+    {
+        // tcp_enter_loss: prior_cwnd and prior_ssthresh (what an undo restores) when it reduces
+        // ssthresh, which it does "if it has not yet been made inside this window"; F-RTO for
+        // an RTO that starts recovery or recurs with no progress (icsk_retransmits); the count
+        // of duplicate ACKs goes (tcp_timeout_mark_lost: tcp_reset_reno_sack).
+        const auto state = m_tcb->m_congState.Get();
+        if (state <= TcpSocketState::CA_DISORDER || m_recover <= m_txBuffer->HeadSequence() ||
+            (state == TcpSocketState::CA_LOSS && m_retransmits == 0))
+        {
+            m_priorSsthresh = CurrentSsthresh();
+            m_priorCwnd = m_tcb->m_cWnd.Get();
+        }
+        m_frto = m_frtoOn && (state < TcpSocketState::CA_RECOVERY || m_retransmits > 0);
+        m_packets->SetLossSacked(0);
     }
     m_retransmits++;
     m_dataRetrCount = std::max<uint32_t>(m_dataRetrCount, 1);
@@ -2050,6 +2113,7 @@ void
 MagnetLinuxTcpSocket::EnterRecoveryRack(uint32_t delivered)
 {
     // tcp_enter_recovery (tcp_init_cwnd_reduction unless already reducing in CWR).
+    SetPrior(m_tcb->m_congState, m_tcb->m_cWnd, m_tcb->m_ssThresh);
     bool reducing = m_tcb->m_congState == TcpSocketState::CA_CWR;
     if (!reducing)
     {
@@ -2120,6 +2184,197 @@ MagnetLinuxTcpSocket::RackReoTimeout()
     Simulator::Cancel(m_probeTimer);
     m_retxEvent.Cancel();
     RearmRto();
+}
+
+// ----------------------------------------------------------------- F-RTO ---
+uint32_t
+MagnetLinuxTcpSocket::CurrentSsthresh() const
+{
+    // tcp_current_ssthresh: in CWR or Recovery ssthresh, else at least 3/4 of cwnd.
+    const auto state = m_tcb->m_congState.Get();
+    const uint32_t ssthresh = m_tcb->m_ssThresh.Get();
+    if (state == TcpSocketState::CA_CWR || state == TcpSocketState::CA_RECOVERY)
+    {
+        return ssthresh;
+    }
+    const uint32_t cwnd = CwndPackets();
+    return std::max(ssthresh, ((cwnd >> 1) + (cwnd >> 2)) * m_tcb->m_segmentSize);
+}
+
+void
+MagnetLinuxTcpSocket::SetPrior(TcpSocketState::TcpCongState_t state, uint32_t cwnd, uint32_t ssthresh)
+{
+    // tcp_enter_recovery: prior_ssthresh = 0, then, unless already reducing (CWR),
+    // tcp_current_ssthresh, and prior_cwnd (tcp_init_cwnd_reduction).
+    if (state == TcpSocketState::CA_CWR || state == TcpSocketState::CA_RECOVERY)
+    {
+        m_priorSsthresh = 0;
+        return;
+    }
+    const uint32_t packets = cwnd / m_tcb->m_segmentSize;
+    m_priorSsthresh = std::max(ssthresh, ((packets >> 1) + (packets >> 2)) * m_tcb->m_segmentSize);
+    m_priorCwnd = cwnd;
+}
+
+void
+MagnetLinuxTcpSocket::OrigAckedOnAck(const TcpHeader& header)
+{
+    // FLAG_ORIG_SACK_ACKED: tcp_clean_rtx_queue (cumulatively ACKed) and tcp_sacktag_one (newly
+    // SACKed) set it for a segment never retransmitted (not TCPCB_RETRANS) ending at or below
+    // high_seq.  Without SACK, not if the ACK also covers a retransmitted one
+    // (FLAG_RETRANS_DATA_ACKED: "non-SACK case cannot confirm that progress was due to
+    // original transmission").  Read before TcpTxBuffer takes the ACK.
+    m_origAcked = false;
+    if (!m_frto || m_tcb->m_congState != TcpSocketState::CA_LOSS)
+    {
+        return;
+    }
+    const SequenceNumber32 ack = header.GetAckNumber();
+    const TcpOptionSack::SackList blocks = m_sackEnabled ? SackBlocks(header) : TcpOptionSack::SackList();
+    bool retransAcked = false;
+    for (const TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+    {
+        const SequenceNumber32 start = MagnetTxScoreboard::Start(*item);
+        const SequenceNumber32 end = End(*item);
+        const bool acked = end <= ack;
+        if (!acked && !m_sackEnabled)
+        {
+            break;
+        }
+        if (m_sackEnabled && (item->IsSacked() || (!acked && !InBlock(blocks, start, end))))
+        {
+            continue; // delivered before, or not now
+        }
+        if (EverRetransmitted(start, end))
+        {
+            retransAcked = retransAcked || acked;
+            continue;
+        }
+        m_origAcked = m_origAcked || end <= m_recover;
+    }
+    if (!m_sackEnabled && retransAcked)
+    {
+        m_origAcked = false;
+    }
+}
+
+bool
+MagnetLinuxTcpSocket::ProcessLoss(SequenceNumber32 ack, SequenceNumber32 una, bool sacked, bool receivedData)
+{
+    // tcp_process_loss (high_seq is m_recover, snd_nxt m_highTxMark).  Linux's first step, an
+    // undo by timestamps (tcp_try_undo_loss(sk, false): tcp_may_undo's tcp_packet_delayed),
+    // is not modelled.  True: REXMIT_NEW.
+    const bool advanced = ack > una;
+    const bool recovered = ack >= m_recover;
+    const bool dupack = !advanced && !receivedData; // num_dupack
+    const SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
+    if (m_frto)
+    {
+        // F-RTO RFC 5682 sec 3.1 (the SACK-enhanced version, also without SACK).
+        if (m_origAcked)
+        {
+            UndoLoss(ack); // step 3.b: data never resent was delivered, the RTO was spurious
+            return false;
+        }
+        if (nxt > m_recover)
+        {
+            if (sacked || dupack)
+            {
+                m_frto = false; // step 3.a: the loss was real
+            }
+        }
+        else if (advanced && !recovered)
+        {
+            m_recover = nxt;
+            // Step 2.b: new data, if any is queued and the peer's window takes it.
+            if (m_txBuffer->SizeFromSequence(nxt) > 0 && m_rWnd.Get() > static_cast<uint32_t>(nxt - ack))
+            {
+                return true;
+            }
+            m_frto = false;
+        }
+    }
+    if (recovered || m_sackEnabled || !(nxt > m_recover && dupack))
+    {
+        return false; // (recovered: tcp_try_undo_recovery, TcpSocketBase and RenoHoldsLoss)
+    }
+    // Without SACK: "A Reno DUPACK means new data in F-RTO step 2.b above are delivered.
+    // Lower inflight to clock out (re)transmissions" (tcp_add_reno_sack, limited by
+    // tcp_limit_reno_sacked to packets_out less the lost ones, at least one).
+    uint32_t lost = 0;
+    for (const TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+    {
+        lost += MagnetTxScoreboard::IsLost(*item) ? 1 : 0;
+    }
+    const uint32_t out = m_packets->PacketsOut();
+    const uint32_t holes = std::min(std::max(lost, 1U), out);
+    const uint32_t prior = m_packets->GetLossSacked();
+    const uint32_t now = std::min(prior + 1, out - holes);
+    if (now > prior)
+    {
+        m_packets->SetLossSacked(now);
+        m_packets->RenoDupAck(); // tcp_count_delivered(sacked_out - prior_sacked)
+    }
+    return false;
+}
+
+void
+MagnetLinuxTcpSocket::UndoLoss(SequenceNumber32 ack)
+{
+    // tcp_try_undo_loss(sk, true): tcp_undo_cwnd_reduction(sk, true) unmarks every loss, sets
+    // cwnd to undo_cwnd (tcp_reno_undo_cwnd, CUBIC's too: max(cwnd, prior_cwnd)) and ssthresh
+    // back to prior_ssthresh if that is higher, and has RACK look again (rack.advanced);
+    // icsk_retransmits = 0; then Open, unless without SACK snd_una is at high_seq
+    // (tcp_is_non_sack_preventing_reopen: Loss held, RenoHoldsLoss).
+    for (TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+    {
+        MagnetTxScoreboard::ClearLost(*m_txBuffer, *item);
+    }
+    if (m_priorSsthresh)
+    {
+        if (!m_congestionControl->HasCongControl())
+        {
+            m_tcb->m_cWnd = std::max(m_tcb->m_cWnd.Get(), m_priorCwnd);
+            m_tcb->m_cWndInfl = m_tcb->m_cWnd;
+        }
+        m_tcb->m_ssThresh = std::max(m_tcb->m_ssThresh.Get(), m_priorSsthresh);
+    }
+    m_rackAdvanced = true;
+    m_retransmits = 0;
+    m_lossStats.spuriousRtos++;
+    if (!m_sackEnabled && ack == m_recover)
+    {
+        return;
+    }
+    m_congestionControl->CongestionStateSet(m_tcb, TcpSocketState::CA_OPEN);
+    m_tcb->m_congState = TcpSocketState::CA_OPEN;
+    m_recoverActive = false; // from Open a new recovery may start at once (tcp_time_to_recover)
+}
+
+void
+MagnetLinuxTcpSocket::FrtoSendNew()
+{
+    // __tcp_push_pending_frames with TCP_NAGLE_OFF: new data while the window and the
+    // peer's window allow (no resend: NextSeg would give the lost segments first).
+    const uint32_t seg = m_tcb->m_segmentSize;
+    while (m_packets->InFlight() < CwndPackets())
+    {
+        const SequenceNumber32 una = m_txBuffer->HeadSequence();
+        const SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
+        const uint32_t unsent = m_txBuffer->SizeFromSequence(nxt);
+        const auto out = static_cast<uint32_t>(nxt - una);
+        const uint32_t window = m_rWnd.Get() > out ? m_rWnd.Get() - out : 0;
+        if (!unsent || !window)
+        {
+            break;
+        }
+        const uint32_t sz = SendDataPacket(nxt, std::min({unsent, window, seg}), true);
+        if (!sz)
+        {
+            break;
+        }
+        m_tcb->m_nextTxSequence = std::max(m_tcb->m_nextTxSequence.Get(), nxt + sz);
+    }
 }
 
 void

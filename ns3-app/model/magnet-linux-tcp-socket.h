@@ -80,6 +80,16 @@ namespace ns3
  *   this window of data, or in slow start under twice the most packets out,
  *   as tcp_cwnd_validate keeps them), and on any ACK tcp_may_raise_cwnd allows
  *   outside CWR and Recovery (in Disorder too: tcp_cong_control).
+ * - **F-RTO** (RFC 5682 as tcp_input.c does it, net.ipv4.tcp_frto = 2, with or
+ *   without SACK): an RTO from Open, Disorder or CWR, or a recurring one with no
+ *   progress, starts it (tcp_enter_loss: tp->frto).  On the first ACK of the resent
+ *   head, new data goes instead of more resends (tcp_process_loss step 2.b,
+ *   REXMIT_NEW in tcp_xmit_recovery); an ACK or SACK of data never resent and sent
+ *   before the RTO then shows it spurious and undoes it (tcp_try_undo_loss with
+ *   frto_undo: losses unmarked, cwnd and ssthresh back, Open), a SACK or duplicate
+ *   ACK shows the loss real and the resends go on.  Without SACK, duplicate ACKs
+ *   in Loss once data above high_seq is out count as packets delivered
+ *   (tcp_add_reno_sack, at most packets_out - lost_out), which clocks the resends.
  * - **Giving up** (tcp_write_timeout): an RTO with no progress since the last
  *   one gives up once the time tcp_retries2 (15) RTOs from TCP_RTO_MIN would
  *   take, doubling up to TCP_RTO_MAX, has passed since the episode's first
@@ -122,6 +132,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
         uint64_t lostRetrans{0}; //!< retransmissions RACK found lost (LINUX_MIB_TCPLOSTRETRANSMIT)
         uint64_t reoTimeouts{0}; //!< RACK's reordering timer fired
         uint64_t rtos{0};        //!< retransmission timeouts with data out
+        uint64_t frtoNew{0};     //!< F-RTO sent new data on the ACK of the resent head (step 2.b)
+        uint64_t spuriousRtos{0}; //!< F-RTO found an RTO spurious and undid it (LINUX_MIB_TCPSPURIOUSRTOS)
     };
 
     const AckStats& GetAckStats() const;
@@ -231,6 +243,14 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void InitPacketCount();
     uint32_t CwndPackets() const; //!< tcp_snd_cwnd
 
+    // ---- sending: F-RTO (tcp_enter_loss, tcp_process_loss) ----
+    uint32_t CurrentSsthresh() const; //!< tcp_current_ssthresh, bytes
+    void SetPrior(TcpSocketState::TcpCongState_t state, uint32_t cwnd, uint32_t ssthresh); //!< prior_cwnd, prior_ssthresh
+    void OrigAckedOnAck(const TcpHeader& header); //!< FLAG_ORIG_SACK_ACKED, before TcpTxBuffer takes the ACK
+    bool ProcessLoss(SequenceNumber32 ack, SequenceNumber32 una, bool sacked, bool receivedData);
+    void UndoLoss(SequenceNumber32 ack); //!< tcp_try_undo_loss(sk, true)
+    void FrtoSendNew();                //!< tcp_xmit_recovery's REXMIT_NEW
+
     // Attributes
     Time m_tick;           //!< the kernel's jiffy (HZ = 250: 4 ms)
     Time m_atoMin;         //!< TCP_ATO_MIN, TCP_DELACK_MIN: 40 ms
@@ -240,6 +260,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool m_slowStartAfterIdle;
     bool m_tlp;            //!< tcp_early_retrans = 3: tail loss probes
     bool m_rack;           //!< tcp_recovery & TCP_RACK_LOSS_DETECTION
+    bool m_frtoOn;         //!< tcp_frto (2): F-RTO
     uint32_t m_rmemDefault, m_rmemMax, m_wmemDefault, m_wmemMax; //!< tcp_rmem, tcp_wmem
     uint32_t m_soRcvBuf, m_soSndBuf; //!< SO_RCVBUF, SO_SNDBUF as given (0: autotune)
     double m_scalingRatio; //!< data per byte of receive memory, for a full-sized segment
@@ -299,6 +320,11 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool m_pushTraced{false};          //!< MarkPushed is connected to this socket's Tx trace
     Time m_retransStamp{Time::Max()};  //!< retrans_stamp: the episode's first retransmission (Max: none)
     uint32_t m_retransmits{0};         //!< icsk_retransmits: RTOs since snd_una last advanced
+    bool m_frto{false};                //!< tp->frto: this Loss episode runs F-RTO
+    bool m_origAcked{false};           //!< this ACK (S)ACKed data never resent, below high_seq (FLAG_ORIG_SACK_ACKED)
+    bool m_frtoHold{false};            //!< this ACK sent F-RTO's new data: nothing else goes on it
+    uint32_t m_priorCwnd{0};           //!< tp->prior_cwnd, bytes
+    uint32_t m_priorSsthresh{0};       //!< tp->prior_ssthresh, bytes (0: nothing to undo to)
 
     // RACK (tp->rack, the reordering state)
     bool m_rackValid{false};     //!< rack.mstamp set

@@ -80,6 +80,16 @@ MagnetTxScoreboard::MarkLost(TcpTxBuffer& buffer, TcpTxItem& item)
 }
 
 void
+MagnetTxScoreboard::ClearLost(TcpTxBuffer& buffer, TcpTxItem& item)
+{
+    if (item.*Get(ItemLost()))
+    {
+        item.*Get(ItemLost()) = false;
+        buffer.*Get(LostOut()) -= item.GetPacket()->GetSize();
+    }
+}
+
+void
 MagnetTxScoreboard::ClearRetransmitted(TcpTxBuffer& buffer, TcpTxItem& item)
 {
     if (item.m_retrans)

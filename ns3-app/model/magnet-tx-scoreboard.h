@@ -45,6 +45,9 @@ class MagnetTxScoreboard
      */
     static bool MarkLost(TcpTxBuffer& buffer, TcpTxItem& item);
 
+    /** An undo (tcp_undo_cwnd_reduction): the segment is no longer taken as lost. */
+    static void ClearLost(TcpTxBuffer& buffer, TcpTxItem& item);
+
     /** The segment's retransmission is no longer in flight: its retransmitted mark goes. */
     static void ClearRetransmitted(TcpTxBuffer& buffer, TcpTxItem& item);
 };

@@ -1631,6 +1631,225 @@ class LinuxRenoPartialAckWindowTestCase : public TestCase
     }
 };
 
+// ------------------------------------------------------------------ F-RTO ---
+
+/**
+ * A stall of the data path: the first copy of segment `seq` is lost, and every data segment
+ * that comes after it until its second copy (the RTO's resend) is held back (released 20 ms
+ * after that copy, in order) or lost.  No ACK reaches the sender meanwhile: an RTO.
+ */
+class StallErrorModel : public ErrorModel
+{
+  public:
+    StallErrorModel(Ptr<PointToPointNetDevice> device, int64_t seq, bool hold)
+        : m_device(device),
+          m_seq(seq),
+          m_hold(hold)
+    {
+    }
+
+  private:
+    bool DoCorrupt(Ptr<Packet> p) override
+    {
+        const int64_t seq = DataSeq(p);
+        if (seq < 0 || m_done)
+        {
+            return false;
+        }
+        if (seq == m_seq)
+        {
+            if (!m_stalled)
+            {
+                m_stalled = true;
+                return true; // the first copy: lost
+            }
+            m_done = true; // the RTO's resend goes through; the held ones 20 ms later
+            for (size_t i = 0; i < m_held.size(); ++i)
+            {
+                Simulator::Schedule(MilliSeconds(20) + MicroSeconds(i), &PointToPointNetDevice::Receive, m_device, m_held[i]);
+            }
+            return false;
+        }
+        if (m_stalled && m_hold)
+        {
+            m_held.push_back(p->Copy());
+        }
+        return m_stalled;
+    }
+
+    void DoReset() override
+    {
+    }
+
+    Ptr<PointToPointNetDevice> m_device;
+    int64_t m_seq;
+    bool m_hold;
+    bool m_stalled{false};
+    bool m_done{false};
+    std::vector<Ptr<Packet>> m_held;
+};
+
+/** What the sender did in a stall (RunStall). */
+struct StallRun
+{
+    std::map<int64_t, std::vector<Time>> sends; //!< data segments by sequence number: when sent
+    MagnetLinuxTcpSocket::LossStats loss;
+    std::vector<TcpSocketState::TcpCongState_t> states; //!< the congestion states entered
+    uint32_t cwndAtLoss{0};     //!< segments, as Loss was entered (before the RTO's cut)
+    uint32_t cwndAfterLoss{0};  //!< segments, as Loss was left
+    uint32_t resentBeforeNew{0}; //!< segments resent after the RTO's own resend and before the first new segment after the RTO
+
+    size_t Resent() const
+    {
+        size_t n = 0;
+        for (const auto& [seq, times] : sends)
+        {
+            n += times.size() - 1;
+        }
+        return n;
+    }
+};
+
+/**
+ * 60 full segments written at once on 10 Mbit/s, 30 ms each way; the 21st (second flight) is
+ * lost and the data path stalls until the RTO resends it (StallErrorModel: the 22nd to the
+ * 50th and a loss probe held back or lost).
+ */
+StallRun
+RunStall(MagnetTcpConfig tcp, bool frto, bool hold)
+{
+    Config::SetDefault("ns3::MagnetLinuxTcpSocket::Frto", BooleanValue(frto));
+    StallRun run;
+    {
+        Bench bench("10Mbps", "30ms", tcp);
+        auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
+        device->SetAttribute("ReceiveErrorModel", PointerValue(Create<StallErrorModel>(device, SegmentSeq(21), hold)));
+        Time rto;
+        std::vector<std::pair<Time, int64_t>> order; // every data segment sent
+        std::function<void(Ptr<const Packet>)> onTx = [&](Ptr<const Packet> frame) {
+            if (const int64_t seq = DataSeq(frame); seq >= 0)
+            {
+                run.sends[seq].push_back(Simulator::Now());
+                order.emplace_back(Simulator::Now(), seq);
+            }
+        };
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onTx));
+        Ptr<MagnetReplayApplication> app = bench.Install(Periodic(1, 60 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        uint32_t cwndNow = 0;
+        std::function<void(uint32_t, uint32_t)> onCwnd = [&](uint32_t, uint32_t now) { cwndNow = now; };
+        std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)> onState =
+            [&](TcpSocketState::TcpCongState_t before, TcpSocketState::TcpCongState_t now) {
+                const uint32_t cwnd = cwndNow / 1448;
+                if (now == TcpSocketState::CA_LOSS && rto.IsZero())
+                {
+                    rto = Simulator::Now();
+                    run.cwndAtLoss = cwnd;
+                }
+                if (before == TcpSocketState::CA_LOSS && now != TcpSocketState::CA_LOSS && !run.cwndAfterLoss)
+                {
+                    run.cwndAfterLoss = cwnd;
+                }
+                run.states.push_back(now);
+            };
+        Simulator::Schedule(MilliSeconds(1), [&]() {
+            app->GetSocket()->TraceConnectWithoutContext(
+                "CongState",
+                MakeCallback(&std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)>::operator(), &onState));
+            app->GetSocket()->TraceConnectWithoutContext(
+                "CongestionWindow", MakeCallback(&std::function<void(uint32_t, uint32_t)>::operator(), &onCwnd));
+        });
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        run.loss = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket())->GetLossStats();
+        Simulator::Destroy();
+        int64_t highest = -1; // before the RTO
+        std::set<int64_t> seen;
+        bool rtoResend = false;
+        for (const auto& [t, seq] : order)
+        {
+            if (t < rto || rto.IsZero())
+            {
+                highest = std::max(highest, seq);
+                seen.insert(seq);
+                continue;
+            }
+            if (seq > highest && !seen.count(seq))
+            {
+                break; // the first new segment after the RTO
+            }
+            if (seq == SegmentSeq(21) && !rtoResend)
+            {
+                rtoResend = true; // the RTO's own
+                continue;
+            }
+            run.resentBeforeNew++;
+        }
+    }
+    Config::SetDefault("ns3::MagnetLinuxTcpSocket::Frto", BooleanValue(true));
+    return run;
+}
+
+/**
+ * F-RTO (RFC 5682 as Linux 6.18 does it, net.ipv4.tcp_frto = 2), with and without SACK.
+ * tcp_enter_loss sets tp->frto for an RTO from Open; on the ACK of the resent 21st,
+ * tcp_process_loss (step 2.b) sends new data instead of resending the 22nd and 23rd
+ * (REXMIT_NEW, tcp_xmit_recovery).  ns-3's go-back-N resent them there.
+ * - A spurious RTO (the segments after the lost 21st only held back, coming in between the
+ *   RTO's resend of the 21st and anything sent after it): the ACKs of the held-back segments,
+ *   never resent and below high_seq (FLAG_ORIG_SACK_ACKED), show the RTO spurious (step 3.b):
+ *   tcp_try_undo_loss(sk, true) unmarks the losses, restores cwnd (tcp_reno_undo_cwnd:
+ *   prior_cwnd) and goes to Open.  The 21st is the one segment resent; without F-RTO the 22nd
+ *   and those after it went again, behind their first copies, and cwnd started from 1.
+ * - A real loss (the segments after the 21st lost too): what the two new segments draw, SACKs
+ *   or duplicate ACKs, shows the loss real (step 3.a: tp->frto = 0), and the lost segments are
+ *   resent as in Loss without F-RTO, after the two new ones.  Without SACK the duplicate ACKs
+ *   count as packets delivered in Loss (tcp_process_loss: tcp_add_reno_sack once snd_nxt is
+ *   above high_seq), which lets the resends go: else the two new segments filled cwnd (2) and
+ *   only a second RTO sent more.
+ */
+class LinuxFrtoTestCase : public TestCase
+{
+  public:
+    LinuxFrtoTestCase(const std::string& name, bool sack, bool spurious)
+        : TestCase(name),
+          m_sack(sack),
+          m_spurious(spurious)
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        MagnetTcpConfig tcp;
+        tcp.sack = m_sack;
+        const StallRun run = RunStall(tcp, true, m_spurious);
+        NS_TEST_ASSERT_MSG_EQ(run.loss.rtos, 1, "one RTO");
+        NS_TEST_ASSERT_MSG_EQ(run.sends.at(SegmentSeq(21)).size(), 2, "the 21st resent by the RTO");
+        NS_TEST_ASSERT_MSG_EQ(run.loss.frtoNew, 1, "new data on the ACK of the resent 21st (step 2.b)");
+        NS_TEST_ASSERT_MSG_EQ(run.resentBeforeNew, 0, "no resend before the new data");
+        NS_TEST_ASSERT_MSG_EQ(run.sends.at(SegmentSeq(60)).size(), 1, "all 60 sent");
+        if (!m_spurious)
+        {
+            NS_TEST_ASSERT_MSG_EQ(run.loss.spuriousRtos, 0, "not undone");
+            NS_TEST_ASSERT_MSG_EQ(run.sends.at(SegmentSeq(22)).size(), 2, "the 22nd resent once");
+            return;
+        }
+        NS_TEST_ASSERT_MSG_EQ(run.loss.spuriousRtos, 1, "the RTO found spurious and undone (step 3.b)");
+        NS_TEST_ASSERT_MSG_EQ(run.Resent(), 1, "the 21st the one segment resent");
+        NS_TEST_ASSERT_MSG_EQ((std::find(run.states.begin(), run.states.end(), TcpSocketState::CA_RECOVERY) == run.states.end()),
+                              true, "no recovery");
+        NS_TEST_ASSERT_MSG_GT(run.cwndAtLoss, 10, "the window before the RTO (the scenario)");
+        NS_TEST_ASSERT_MSG_EQ(run.cwndAfterLoss, run.cwndAtLoss, "the undo restores the window of before the RTO");
+        const StallRun off = RunStall(tcp, false, true);
+        NS_TEST_ASSERT_MSG_EQ(off.loss.rtos, 1, "F-RTO off: one RTO");
+        NS_TEST_ASSERT_MSG_GT(off.Resent(), 2, "F-RTO off: go-back-N resends segments that arrived");
+    }
+
+    bool m_sack;
+    bool m_spurious;
+};
+
 // ---------------------------------------------------------------- packets ---
 
 /**
@@ -1900,6 +2119,14 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxRtoLatePartialAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRenoLossHoldTestCase, Duration::QUICK);
         AddTestCase(new LinuxRenoPartialAckWindowTestCase, Duration::QUICK);
+        AddTestCase(new LinuxFrtoTestCase("F-RTO: a spurious RTO resends one segment and is undone (SACK)", true, true),
+                    Duration::QUICK);
+        AddTestCase(new LinuxFrtoTestCase("F-RTO: a spurious RTO resends one segment and is undone (no SACK)", false, true),
+                    Duration::QUICK);
+        AddTestCase(new LinuxFrtoTestCase("F-RTO: on a real loss, new data first, then the resends (SACK)", true, false),
+                    Duration::QUICK);
+        AddTestCase(new LinuxFrtoTestCase("F-RTO: on a real loss, new data first, then the resends (no SACK)", false, false),
+                    Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
