@@ -53,10 +53,12 @@ class AppRun:
     out_dir: Path
     applied: str = ""
     series: dict = field(default_factory=dict)   # "send"/"recv": [(label, ns, size)] for Table II
+    cross_lead_ns: int | None = None               # cross traffic's start -> time zero (None: none)
 
     def summary(self) -> dict:
         return {"scenario": self.scenario.describe(), "options": asdict(self.options),
                 "applied": self.applied, "method": self.method, "notes": self.notes,
+                "cross_lead_ns": self.cross_lead_ns,
                 "timing": self.timing, "failed": {str(k): v for k, v in self.failed.items()},
                 "connections": len(self.connections),
                 "traces": {side: str(p) for side, p in self.traces.items()}}
@@ -93,7 +95,7 @@ def run(demand: AppDemand, out_dir: str | os.PathLike, scenario: Scenario, optio
             applied = describe(scenario, options, linux) + (("\n" + lab.net.describe()) if lab.net else "")
             path_stats = lab.path_stats(1)
             notes = list(lab.notes) + ([wan.cross_line(lab.cross[1])] if lab.cross.get(1) else [])
-            method = lab.method
+            method, cross_lead_ns = lab.method, lab.cross_lead_ns
     if path_stats:
         notes.append(f"path: {path_stats.line()}")
     fifo = [side for side, result in results.items() if result.get("sched_fifo")]
@@ -109,7 +111,7 @@ def run(demand: AppDemand, out_dir: str | os.PathLike, scenario: Scenario, optio
         tables.timing[side]["cpu_s"] = result["cpu_s"]
     app_results.write(tables, out)
     return AppRun(scenario, options, method, tables.connections, tables.adus, tables.timing, failed,
-                  traces, notes, out, applied, tables.series)
+                  traces, notes, out, applied, tables.series, cross_lead_ns)
 
 
 def _replay(lab: Lab, work: Work, demand: AppDemand, plans: dict, open_loop: bool) -> tuple[dict, int]:
@@ -131,7 +133,10 @@ def _replay(lab: Lab, work: Work, demand: AppDemand, plans: dict, open_loop: boo
             for sock in control.values():
                 sock.close()
         ports = {side: lab.ready(proc, f"{side} side") for side, proc in procs.items()}
-        anchor = now_ns() + int(lab.options.lead_ms * 1e6)
+        # With cross traffic, time zero is the scenario's lead into it (as in ns-3), unless
+        # the set-up overran it (then a note).
+        anchor = max(lab.start_at or 0, now_ns() + int(lab.options.lead_ms * 1e6))
+        lab.cross_lead_ns = lab.cross_lead(1, anchor)
         for side, proc in procs.items():
             peer = "server" if side == "client" else "client"
             proc.stdin.write(f"go {ports[peer]} {anchor} {anchor + int(deadline_s * 1e9)}\n")

@@ -20,7 +20,7 @@ from magnetlib import app_demand, connections, synth
 from magnetlib.app_demand import CLIENT, OPEN, SEND, SERVER
 from magnet.replay import app_tcp, linkem, tcp, wire
 from magnet.replay.scenario import Path as NetPath
-from magnet.replay.scenario import Scenario
+from magnet.replay.scenario import Scenario, cross
 
 from .conftest import BIN, REPO, require, require_root, require_tool, run_magnet
 
@@ -229,3 +229,15 @@ def test_real_application_across_magnet_path_replayed(tmp_path, bpf_namespaces):
 
 def _by_connection(d):
     return d.part(np.lexsort((np.arange(len(d)), d.connection)))
+
+
+def test_whole_application_starts_the_cross_traffics_lead_into_it(tmp_path, bpf_namespaces):
+    """With cross traffic the whole application's time zero is the scenario's lead after the
+    cross traffic starts (as in ns-3's whole-application replay), not when the set-up ends."""
+    d = three_clients()
+    scenario = Scenario(stacks=1, path=(NetPath(rate_bps=20_000_000, delay_ns=5 * MS),),
+                        cross=(cross("poisson:5%"),))
+    run = app_tcp.run(d, tmp_path, scenario, tcp.TcpOptions(cross_lead_ns=1_500_000_000))
+    assert not run.failed and list(run.connections["status"]) == ["ok"] * 3
+    assert run.cross_lead_ns == 1_500_000_000, run.notes
+    assert run.summary()["cross_lead_ns"] == 1_500_000_000
