@@ -1369,7 +1369,8 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
     {
         // tcp_set_xmit_timer: an ACK of new data re-arms the probe, else the RTO, from now
         // (tcp_schedule_loss_probe(sk, true) bounds the probe by a whole icsk_rto, and
-        // tcp_rearm_rto restarts the RTO).  TcpSocketBase restarts it on the first partial
+        // tcp_rearm_rto restarts the RTO; from the head's last send if the probe or RACK's
+        // timer held its place as the ACK came).  TcpSocketBase restarts it on the first partial
         // ACK of a recovery only, and not in Disorder.
         Simulator::Cancel(m_probeTimer);
         Simulator::Cancel(m_reoTimer);
@@ -1379,7 +1380,7 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
         }
         if (!ScheduleLossProbe())
         {
-            RearmRto();
+            RearmRto(m_timerEarly);
         }
     }
     // Any other ACK (a duplicate, the peer's data with the same ACK number) leaves the
@@ -1465,17 +1466,33 @@ MagnetLinuxTcpSocket::PartialAck(const SequenceNumber32& ackNumber, bool isDupac
     UpdatePacingRate();
 }
 
+Time
+MagnetLinuxTcpSocket::RtoFromHead() const
+{
+    // tcp_rto_delta_us: the head's last (re)transmission + icsk_rto - now, as
+    // usecs_to_jiffies(max(delta_us, 1)): at least a tick, rounded up to one.
+    const auto& sent = MagnetTxScoreboard::Sent(*m_txBuffer);
+    if (sent.empty())
+    {
+        return m_rto.Get();
+    }
+    const Time delta = sent.front()->GetLastSent() + m_rto.Get() - Simulator::Now();
+    return FromJiffies(Ticks(std::max(delta, MicroSeconds(1)), m_tick));
+}
+
 void
-MagnetLinuxTcpSocket::RearmRto()
+MagnetLinuxTcpSocket::RearmRto(bool fromHead)
 {
     // tcp_rearm_rto: data out always has a timer.  TcpSocketBase re-arms its RTO only on
     // some ACKs of new data (not in Disorder, not on later partial ACKs in recovery);
     // after a probe had taken the RTO's place that left none.
     // In LAST_ACK the FIN is out until its ACK closes the socket (Linux keeps it in the
     // retransmission queue like data).
+    // With a loss probe or RACK's reordering timer in its place (icsk_pending ICSK_TIME_LOSS_PROBE
+    // or ICSK_TIME_REO_TIMEOUT), it runs from the head's last send (tcp_rto_delta_us), not from now.
     if (Outstanding() && !m_retxEvent.IsPending() && !m_probeTimer.IsPending() && !m_reoTimer.IsPending())
     {
-        m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
+        m_retxEvent = Simulator::Schedule(fromHead ? RtoFromHead() : m_rto.Get(), &MagnetLinuxTcpSocket::ReTxTimeout, this);
     }
 }
 
@@ -1603,6 +1620,7 @@ MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader
         RenoSackOnAck(tcpHeader.GetAckNumber());
     }
     OrigAckedOnAck(tcpHeader);
+    m_timerEarly = m_probeTimer.IsPending() || m_reoTimer.IsPending();
     const SequenceNumber32 una = m_txBuffer->HeadSequence();
     TcpSocketBase::ReceivedAck(packet, tcpHeader);
     m_frtoHold = false;
@@ -2180,10 +2198,12 @@ MagnetLinuxTcpSocket::RackReoTimeout()
         }
         XmitRetransmitQueue();
     }
-    // tcp_rearm_rto: the one timer is the RTO again, from now.
+    // tcp_rearm_rto: the one timer is the RTO again, from the head's last send (icsk_pending is
+    // still ICSK_TIME_REO_TIMEOUT here, and tcp_xmit_retransmit_queue did not re-arm on resending
+    // the head either).
     Simulator::Cancel(m_probeTimer);
     m_retxEvent.Cancel();
-    RearmRto();
+    RearmRto(true);
 }
 
 // ----------------------------------------------------------------- F-RTO ---

@@ -42,7 +42,8 @@ namespace ns3
  *   (MagnetLinuxRttEstimator: srtt + rttvar, rttvar at least 200 ms); the RTO
  *   restarts from now on every ACK of new data (tcp_rearm_rto) and when the head
  *   is resent (tcp_xmit_retransmit_queue), where ns-3 restarts it on the first
- *   partial ACK of a recovery only.
+ *   partial ACK of a recovery only; from the head's last send instead when a loss
+ *   probe or RACK's reordering timer held its place (tcp_rearm_rto: tcp_rto_delta_us).
  * - **Slow start after idle** (tcp_cwnd_restart): a send after more than
  *   an RTO with nothing in flight restarts from the initial window.
  * - **Buffers with autotuning**: the receive window of tcp_rmem (131072
@@ -214,7 +215,9 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool ScheduleLossProbe(); //!< false: no probe is due (the RTO is the timer)
     /** A partial ACK in Recovery with SACK: TcpSocketBase's steps, less its resend. */
     void PartialAck(const SequenceNumber32& ackNumber, bool isDupack, uint32_t currentDelivered);
-    void RearmRto();
+    /** tcp_rearm_rto; fromHead: a loss probe or RACK's timer held the RTO's place (icsk_pending). */
+    void RearmRto(bool fromHead = false);
+    Time RtoFromHead() const; //!< tcp_rto_delta_us: the RTO from the head's last send, in ticks
     /** tcp_cong_control's growth where TcpSocketBase has none (in Disorder, or on SACKs with reordering). */
     void RaiseCwnd(bool advanced, bool sacked, uint32_t delivered, TcpSocketState::TcpCongState_t baseState);
     bool Outstanding() const; //!< data (or, in LAST_ACK, the FIN) is out: the RTO must run
@@ -323,6 +326,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool m_frto{false};                //!< tp->frto: this Loss episode runs F-RTO
     bool m_origAcked{false};           //!< this ACK (S)ACKed data never resent, below high_seq (FLAG_ORIG_SACK_ACKED)
     bool m_frtoHold{false};            //!< this ACK sent F-RTO's new data: nothing else goes on it
+    bool m_timerEarly{false};          //!< as this ACK came, the probe or RACK's timer held the RTO's place
     uint32_t m_priorCwnd{0};           //!< tp->prior_cwnd, bytes
     uint32_t m_priorSsthresh{0};       //!< tp->prior_ssthresh, bytes (0: nothing to undo to)
 

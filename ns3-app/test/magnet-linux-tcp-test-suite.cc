@@ -1108,7 +1108,9 @@ class DelayErrorModel : public ErrorModel
 struct DelayedRun
 {
     std::map<int64_t, std::vector<Time>> sends; //!< node 0's data segments by sequence number: when sent
+    std::map<int64_t, std::vector<Time>> rtos;  //!< ... and the sender's RTO then
     int stateAtLateSack{-1}; //!< the sender's congestion state when the `late` segment's SACK came
+    MagnetLinuxTcpSocket::LossStats loss;
 
     size_t Sends(int64_t seq) const
     {
@@ -1157,12 +1159,15 @@ RunDelayed(uint32_t segments, const std::multimap<int64_t, Time>& delays, int64_
                                  Simulator::Schedule(MicroSeconds(30060), [&]() { run.stateAtLateSack = congState; });
                              }
                          })));
+    Time rto;
     std::function<void(Ptr<const Packet>)> onTx = [&](Ptr<const Packet> frame) {
         if (int64_t seq = DataSeq(frame); seq >= 0)
         {
             run.sends[seq].push_back(Simulator::Now());
+            run.rtos[seq].push_back(rto);
         }
     };
+    std::function<void(Time, Time)> onRto = [&](Time, Time now) { rto = now; };
     bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onTx));
     Ptr<MagnetReplayApplication> app = bench.Install(Periodic(1, segments * 1448, MilliSeconds(1)));
     app->SetAttribute("CloseAtEnd", BooleanValue(false));
@@ -1172,9 +1177,11 @@ RunDelayed(uint32_t segments, const std::multimap<int64_t, Time>& delays, int64_
         app->GetSocket()->TraceConnectWithoutContext(
             "CongState",
             MakeCallback(&std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)>::operator(), &onState));
+        app->GetSocket()->TraceConnectWithoutContext("RTO", MakeCallback(&std::function<void(Time, Time)>::operator(), &onRto));
     });
     Simulator::Stop(Seconds(3));
     Simulator::Run();
+    run.loss = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket())->GetLossStats();
     Simulator::Destroy();
     return run;
 }
@@ -1288,6 +1295,53 @@ class LinuxRecoveryEndWindowTestCase : public TestCase
         NS_TEST_ASSERT_MSG_EQ(run.stateAtLateSack, int{TcpSocketState::CA_OPEN}, "its retransmission's ACK ends Recovery");
         NS_TEST_ASSERT_MSG_EQ(run.Sends(late), 1, "the late 73rd, within the Open window, not resent");
         NS_TEST_ASSERT_MSG_EQ(run.AllSends(), 75, "the write and one resend");
+    }
+};
+
+/**
+ * After RACK's reordering timer, the RTO runs from the head's last send.  Linux's
+ * tcp_rack_reo_timeout (tcp_recovery.c) ends with tcp_rearm_rto while icsk_pending is still
+ * ICSK_TIME_REO_TIMEOUT, so the RTO is armed for tcp_rto_delta_us: the head's last (re)send +
+ * icsk_rto - now, rounded up to a tick (tcp_xmit_retransmit_queue does not re-arm it on
+ * resending the head while that timer is pending).  60 segments written at once on
+ * 10 Mbit/s, 30 ms each way, reordering seen (the 2nd held back 2 ms): the 31st and the 50th
+ * lost, and their first resends too.  An ACK marks the 31st lost and resends it while the
+ * 50th is still within its window; the timer then marks the 50th lost and resends it, and
+ * the RTO that resends the 31st a third time comes one RTO after its second send (within a
+ * tick).  The profile armed it one RTO after the timer: the third send came 287.6 ms after the
+ * second, with an RTO of 266.8 ms.
+ */
+class LinuxRtoAfterReoTimeoutTestCase : public TestCase
+{
+  public:
+    LinuxRtoAfterReoTimeoutTestCase()
+        : TestCase("RACK: after the reordering timer the RTO runs from the head's last send (tcp_rto_delta_us)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        const int64_t head = SegmentSeq(31);
+        const int64_t later = SegmentSeq(50);
+        DelayedRun run = RunDelayed(60,
+                                    {{SegmentSeq(2), MilliSeconds(2)},
+                                     {head, Time(0)},
+                                     {head, Time(0)},
+                                     {later, Time(0)},
+                                     {later, Time(0)}},
+                                    later);
+        NS_TEST_ASSERT_MSG_EQ(run.Sends(head), 3, "the 31st sent three times");
+        NS_TEST_ASSERT_MSG_EQ(run.loss.rtos, 1, "one RTO");
+        NS_TEST_ASSERT_MSG_GT(run.loss.reoTimeouts, 0, "the reordering timer fired");
+        if (run.Sends(head) == 3 && run.Sends(later) >= 2)
+        {
+            const Time second = run.sends[head][1];
+            NS_TEST_ASSERT_MSG_LT(second, run.sends[later][1], "the 31st resent before the 50th (by an ACK, then the timer)");
+            const Time rto = run.rtos[head][1];
+            NS_TEST_ASSERT_MSG_EQ_TOL((run.sends[head][2] - second).GetMicroSeconds(), (rto + MilliSeconds(2)).GetMicroSeconds(), 2000,
+                                      "the RTO one RTO after the 31st's second send, within a tick");
+        }
     }
 };
 
@@ -2101,6 +2155,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxSackedRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxReorderingWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxRecoveryEndWindowTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRtoAfterReoTimeoutTestCase, Duration::QUICK);
         AddTestCase(new LinuxRecoveryResendsLostOnlyTestCase(
                         "RACK: Recovery with no new data resends only segments marked lost", 60, 51, MilliSeconds(10)),
                     Duration::QUICK);
