@@ -4,20 +4,21 @@
     python -m magnet.replay.cross send --addr 10.203.1.3 --to 10.203.1.4 --rate 20e6 --seed 2 \
         --flows tcp:4 --flows pareto:0.5/1000/500000000/500000000
 
-Both run until SIGTERM (or SIGINT) and then print one JSON line: the bytes
-they moved.  With --origin stdin the sender prints `ready` and waits for one line on stdin,
-`go ORIGIN_NS` (CLOCK_MONOTONIC), the time every flow starts from: so the flows of all of a
-chain's stacks, and the replay that follows them by the scenario's lead, share one origin.  The sink prints `ready` once it listens (TCP on SINK_PORT, UDP on
-SINK_PORT) and discards what arrives.  The sender opens one thread per bulk
-TCP flow (writing 64 KiB at a time, as fast as TCP lets it, with the replay's
-congestion control: --cc, as ns-3's bulk flows use the stacks' TCP) and one per UDP
-source, which sends `size`-byte datagrams at the times of its UdpSchedule
-(Poisson: exponential gaps; Pareto on/off: bursts at a peak rate during
-Pareto-distributed on periods, shape 1.5, separated by Pareto off periods, the
-peak set so that the mean is the share), the schedule ns-3 plays too.  A share
-counts IP bytes (payload + 28) against the bottleneck's rate.  Due times are
-absolute: a late wake-up sends what is due at once, so the mean rate holds; how
-late datagrams left (p50, p99, max) is in the JSON line.
+Both run until SIGTERM (or SIGINT) and then print one JSON line: the bytes they moved.
+With --origin stdin the sender prints `ready` and waits for one line on stdin, `go
+ORIGIN_NS` (CLOCK_MONOTONIC), the time every flow starts from: so the flows of all of a
+chain's stacks, and the replay that follows them by the scenario's lead, share one
+origin.  The sink prints `ready` once it listens (TCP on SINK_PORT, UDP on SINK_PORT)
+and discards what arrives. The sender opens one thread per bulk TCP flow (flow i of an
+item connecting 10 ms x i after the start, as ns-3's; writing 64 KiB at a time, as fast
+as TCP lets it, with the replay's congestion control: --cc, as ns-3's bulk flows use the
+stacks' TCP) and one per UDP source, which sends `size`-byte datagrams at the times of
+its UdpSchedule (Poisson: exponential gaps; Pareto on/off: bursts at a peak rate during
+Pareto-distributed on periods, shape 1.5, separated by Pareto off periods, the peak set
+so that the mean is the share), the schedule ns-3 plays too. A share counts IP bytes
+(payload + 28) against the bottleneck's rate. Due times are absolute: a late wake-up
+sends what is due at once, so the mean rate holds; how late datagrams left (p50, p99,
+max) is in the JSON line.
 """
 from __future__ import annotations
 
@@ -43,6 +44,10 @@ SINK_PORT = 5999
 UDP_OVERHEAD = 28                   # IPv4 + UDP headers
 PARETO_SHAPE = 1.5
 CHUNK = 65536
+# Bulk flow i of a tcp:N item connects i x this after the origin, as ns-3's do (MagnetCrossTraffic,
+# magnet-path-helper.cc): started at once, four flows' first overflow drops 73-75 packets or 41
+# depending on microseconds between their SYNs, and a transfer among them forks on that.
+BULK_STAGGER_NS = 10_000_000
 SINK_UDP_BUFFER = 16 << 20                  # the sink's UDP receive buffer
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
@@ -150,7 +155,8 @@ def build_udpsched() -> Path:
 class Sender:
     def __init__(self, addr: str, to: str, rate_bps: float, seed: int, cc: str | None = None):
         self.addr, self.to, self.rate, self.seed, self.cc = addr, to, rate_bps, seed, cc
-        self.sent = {"tcp_bytes": 0, "udp_bytes": 0, "udp_packets": 0, "udp_send_errors": 0, "tcp_cc": []}
+        self.sent = {"tcp_bytes": 0, "udp_bytes": 0, "udp_packets": 0, "udp_send_errors": 0, "tcp_cc": [],
+                     "tcp_start_ms": []}                  # each bulk flow's connect, after the origin
         self.late: list[dict] = []                              # per UDP source: p50, p99, max (us)
         self.udp_procs: list[subprocess.Popen] = []
         self.stopping = threading.Event()
@@ -164,14 +170,17 @@ class Sender:
             if packets:
                 self.sent["udp_packets"] += packets
 
-    def bulk(self) -> None:
+    def bulk(self, i: int) -> None:
         try:
-            time.sleep(max(0.0, (self.origin_ns - time.monotonic_ns()) / 1e9))
+            start = self.origin_ns + i * BULK_STAGGER_NS
+            time.sleep(max(0.0, (start - time.monotonic_ns()) / 1e9))
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             if self.cc:                   # else the namespace's default (init_net's: often bbr)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.cc.encode())
             sock.bind((self.addr, 0))
             sock.settimeout(10)
+            with self.lock:
+                self.sent["tcp_start_ms"].append(round((time.monotonic_ns() - self.origin_ns) / 1e6, 3))
             sock.connect((self.to, SINK_PORT))
             sock.settimeout(0.5)
             used = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
@@ -231,7 +240,7 @@ class Sender:
         threads = []
         for i, flow in enumerate(flows):
             if flow["kind"] == "tcp":
-                threads += [threading.Thread(target=self.bulk, daemon=True) for _ in range(flow["flows"])]
+                threads += [threading.Thread(target=self.bulk, args=(f,), daemon=True) for f in range(flow["flows"])]
             else:
                 threads.append(threading.Thread(target=self.udp, args=(flow, i), daemon=True))
         print("ready", flush=True)
@@ -243,7 +252,7 @@ class Sender:
         for t in threads:
             t.join(2)
         self.udp_results()
-        out = {**self.sent, "errors": self.errors[:3]}
+        out = {**self.sent, "tcp_start_ms": sorted(self.sent["tcp_start_ms"]), "errors": self.errors[:3]}
         if self.late:
             out["udp_late_us"] = {q: max(late[q] for late in self.late) for q in ("p50", "p99", "max")}
         return out
