@@ -92,10 +92,11 @@ def run(demand: AppDemand, out_dir: str | os.PathLike, scenario: Scenario, optio
                 lab.notes.append("no BPF capture: no client.magnet or server.magnet (a whole-application "
                                  "replay does not record with tcpdump)")
             results, anchor = _replay(lab, work, demand, plans, open_loop)
+            cross_lead_ns = lab.cross_lead(1, anchor)      # before the notes: it may add one
             applied = describe(scenario, options, linux) + (("\n" + lab.net.describe()) if lab.net else "")
             path_stats = lab.path_stats(1)
             notes = list(lab.notes) + ([wan.cross_line(lab.cross[1])] if lab.cross.get(1) else [])
-            method, cross_lead_ns = lab.method, lab.cross_lead_ns
+            method = lab.method
     if path_stats:
         notes.append(f"path: {path_stats.line()}")
     fifo = [side for side, result in results.items() if result.get("sched_fifo")]
@@ -136,7 +137,6 @@ def _replay(lab: Lab, work: Work, demand: AppDemand, plans: dict, open_loop: boo
         # With cross traffic, time zero is the scenario's lead into it (as in ns-3), unless
         # the set-up overran it (then a note).
         anchor = max(lab.start_at or 0, now_ns() + int(lab.options.lead_ms * 1e6))
-        lab.cross_lead_ns = lab.cross_lead(1, anchor)
         for side, proc in procs.items():
             peer = "server" if side == "client" else "client"
             proc.stdin.write(f"go {ports[peer]} {anchor} {anchor + int(deadline_s * 1e9)}\n")

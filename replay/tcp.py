@@ -190,7 +190,6 @@ class Lab:
         self.cross: dict[int, dict] = {}
         self.cross_origin: dict[int, int] = {}    # per stack: when its cross traffic started
         self.start_at: int | None = None          # the demand's time zero while cross traffic runs
-        self.cross_lead_ns: int | None = None     # a whole-application replay's (app_tcp)
         self.app: dict[str, Series] = {}          # the first stack's writes as replayed, both ends
         self.sessions = 0
         self.cpus = self.saved_cpus = os.sched_getaffinity(0)
