@@ -25,8 +25,10 @@ and a replay:
   retransmissions included) beyond what its application wrote, per connection;
 * **exchange round trips**: per response, from the requester's device sending the
   request's last segment (its last data segment before the answerer had read the whole
-  request) to the requester's device receiving the answer's first segment, less the
-  answerer's own time (from reading the request's last byte to writing the answer):
+  request) to the requester's device receiving the answer's first segment (its first
+  after the answer was written), less the answerer's own time (from reading the
+  request's last byte to writing the answer; exchanges whose first segment after the
+  write cannot be the answer's left out):
   the data's round trip through both stacks and the path, from data records alone
   (the ns-3 replay records no ACK and no TCP state).
 
@@ -230,12 +232,18 @@ def _reduce(s: cx.Sockets, conns: list[cx.Connection], dev: list, sent: list, so
 
 def _round_trips(seg: dict, answered: list[tuple]) -> np.ndarray:
     """Exchange round trips (ns), per connection (in rank order) from its answers' (answering
-    side, when it had read the request, its answer's first write): the requester's device
-    sending the request's last data segment (its last before that read) to it receiving
-    the answer's first (its first after that write), less the answerer's time between the
-    two.  An exchange in which the answerer's device sent data between the request's last
-    segment and its read (a tail loss probe, a retransmission) is left out: without
-    sequence numbers that segment and the answer's first cannot be told apart."""
+    side, when it had read the request, its answer's first write, the bytes it wrote before
+    the answer): the requester's device sending the request's last data segment (its last
+    before that read) to it receiving the answer's first (its first after that write), less
+    the answerer's time between the two.
+
+    Without sequence numbers the answer's first segment cannot always be told from another,
+    and such exchanges are left out: one in which the answerer's device sent data between
+    the request's last segment and its read (a tail loss probe, a retransmission); and one
+    whose requester had by that first segment after the write received no more than the
+    answerer wrote before the answer (earlier data, sent before the request and still queued
+    on the path, arrives after the write too; counting bytes to the answer's first instead
+    would need every byte to arrive once and in order)."""
     out = []
     ways = {SERVER: ("c2s", "s2c"), CLIENT: ("s2c", "c2s")}      # answerer -> (request, answer) direction
     split = {}
@@ -245,7 +253,9 @@ def _round_trips(seg: dict, answered: list[tuple]) -> np.ndarray:
             order = np.lexsort((t, conn))
             cuts = np.searchsorted(conn[order], np.arange(1, len(answered)))
             split[prefix, d] = np.split(t[order], cuts)
-    for i, (x, read_at, answer_at) in enumerate(answered):
+            if not prefix:                              # bytes received, in order of arrival
+                split["bytes", d] = [np.cumsum(b) for b in np.split(seg["size"][d][order], cuts)]
+    for i, (x, read_at, answer_at, before) in enumerate(answered):
         for who in (CLIENT, SERVER):
             mine = x == who
             if not mine.any():
@@ -257,7 +267,8 @@ def _round_trips(seg: dict, answered: list[tuple]) -> np.ndarray:
                 continue
             j = np.searchsorted(sent, read, side="right") - 1
             k = np.searchsorted(got, wrote, side="left")
-            ok = (j >= 0) & (k < len(got))
+            earlier = np.searchsorted(split["bytes", answer][i], before[mine], side="right") > k
+            ok = (j >= 0) & (k < len(got)) & ~earlier
             out_ns = sent[j.clip(0)]
             # not up to the write: its record may be stamped when the call returns, its segment sent
             crossing = np.searchsorted(left, read, side="right") - np.searchsorted(left, out_ns, side="right")
@@ -269,12 +280,13 @@ def _round_trips(seg: dict, answered: list[tuple]) -> np.ndarray:
 def _responses(ns: np.ndarray, side: np.ndarray, kind: np.ndarray, size: np.ndarray) -> tuple:
     """Response times (ns) of one connection's ADUs that answer the previous one; how many
     ADUs follow another, and how many of those answer it; and per answer (its writer, when
-    that side had read the request's last byte, the answer's first write)."""
+    that side had read the request's last byte, the answer's first write, the bytes that
+    side wrote before it)."""
     order = np.argsort(ns, kind="stable")
     ns, side, kind, size = ns[order], side[order], kind[order], size[order]
     w = kind == cx.WRITE
     wns, wside, wsize = ns[w], side[w], size[w]
-    none = (np.zeros(0, np.int8), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    none = (np.zeros(0, np.int8), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     if len(wns) < 2:
         return np.zeros(0, np.int64), 0, 0, none
     start = np.flatnonzero(np.r_[True, wside[1:] != wside[:-1]])
@@ -295,7 +307,8 @@ def _responses(ns: np.ndarray, side: np.ndarray, kind: np.ndarray, size: np.ndar
         answers = j[had >= asked]
         answering += len(answers)
         read_done = read_t[np.searchsorted(read_cum, asked[had >= asked], side="left")]
-        answered.append((np.full(len(answers), x, np.int8), read_done, run_first[answers]))
+        wrote_before = sent[x][start[answers]] - wsize[start[answers]]
+        answered.append((np.full(len(answers), x, np.int8), read_done, run_first[answers], wrote_before))
         total = sent[x][run_end[answers]]               # this side's bytes through its answer
         back_t, back_cum = reads[y]
         at = np.searchsorted(back_cum, total, side="left")
