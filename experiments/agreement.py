@@ -7,7 +7,7 @@ the cross traffic both engines put on the bottleneck, compared on its own.
                                 [--workloads paper,...] [--stacks 4] [--tcp-model linux|ns3]
                                 [--skip-map] [--skip-cross] [--cross-duration 30]
                                 [--update PREVIOUS_OUT]
-    magnet experiment agreement --suite FIDELITY_WORK [--out DIR]
+    magnet experiment agreement --suite FIDELITY_WORK [--suite FIDELITY_WORK ...] [--out DIR]
 
 The map: each (setting, workload) runs --runs times in each engine, interleaved (run r of
 both engines with seed --seed + r), and for every stack k >= 1 the study reports the
@@ -35,7 +35,8 @@ share is reported beside what each engine delivered.
 The suite's applications (--suite, experiments/agreement_suite.py): runs nothing; reads
 the runs a fidelity study kept in its --work directory (each application's whole demand
 replayed across each target path by both engines) and compares ns-3 with Linux per
-application and path, into OUT/suite/.
+application and path, into OUT/suite/.  --suite again adds another study's runs: each
+cell is then the medians of its runs, with each engine's own spread beside.
 
 Results in --out (default ./magnet-results/agreement): runs.csv (every stack of every
 run), cells.csv (one row per setting, workload and stack), vsftpd-demand-*.csv, cross.csv,
@@ -96,9 +97,10 @@ def options(argv):
     p.add_argument("--update", type=Path, metavar="PREVIOUS_OUT",
                    help="re-run only --settings x --workloads; every other cell's runs from "
                         "PREVIOUS_OUT/runs.csv (and vsftpd's kept demands from PREVIOUS_OUT)")
-    p.add_argument("--suite", type=Path, metavar="FIDELITY_WORK",
+    p.add_argument("--suite", type=Path, metavar="FIDELITY_WORK", action="append",
                    help="only the suite's applications, from the runs a fidelity study kept in its --work "
-                        "directory (runs nothing; results in OUT/suite)")
+                        "directory (runs nothing; results in OUT/suite); again for more studies: each "
+                        "cell's medians over them")
     common.add_tcp_model(p)
     args = common.parse(p, argv)
     names = [s.name for s in modmap.SETTINGS]

@@ -4,14 +4,17 @@ application's whole demand across each target path in both engines (its predicto
 demand-tcp, Linux's TCP over linkem, and demand-ns3, ns-3 with the options its
 replay.log records), so those are the suite's engine-agreement runs; nothing runs again.
 
-    magnet experiment agreement --suite FIDELITY_WORK [--out DIR]    # into DIR/suite/
+    magnet experiment agreement --suite FIDELITY_WORK [--suite FIDELITY_WORK ...] [--out DIR]
+                                                                     # into DIR/suite/
 
 Per (application, path), ns-3 against Linux (magnetlib.app_metrics.totals, the same
 reader for both engines' traces): mean data-segment size, mean gap, throughput, the
 median exchange round trip, the median connection's completion and retransmitted
-bytes; beside them, the real application's run-to-run spread over its truth runs (each
-engine replayed the demand once, so the replay's own spread is not measured).  A failed
-run (its status in runs.csv, or traces that cannot be read) is shown as failed.
+bytes; beside them, the real application's run-to-run spread over its truth runs.  Each
+study replays each demand once per engine; with several studies (each captured its own
+source) a cell's values are the medians of its runs, with each engine's own spread.  A
+failed run (its status in runs.csv, or traces that cannot be read) is shown as failed;
+a cell is failed for an engine when none of its runs could be measured.
 """
 from __future__ import annotations
 
@@ -72,29 +75,45 @@ def cells(runs: list) -> pd.DataFrame:
 
 
 def cell(app: str, site: str, group: list, measured: dict) -> dict:
+    """An (application, path) cell: each engine's metrics, the medians of its runs (one per
+    study read), and ns-3 against Linux on them."""
     row: dict = {"app": app, "path": site}
-    engine = {e: next((r for r in group if r.kind == kind), None) for e, kind in ENGINES.items()}
-    failed = [e for e, r in engine.items() if r is None or id(r) not in measured]
+    engine = {e: [r for r in group if r.kind == kind] for e, kind in ENGINES.items()}
+    ok = {e: [r for r in rs if id(r) in measured] for e, rs in engine.items()}
+    failed = [e for e in ENGINES if not ok[e]]
     truths = [measured[id(r)][1] for r in group if r.kind == "truth" and id(r) in measured]
-    row["status"] = "; ".join(f"{NAMES[e]}: {'no run' if engine[e] is None else engine[e].status}"
-                              for e in failed) or "ok"
+    row["status"] = "; ".join([f"{NAMES[e]}: no run" for e, rs in engine.items() if not rs] +
+                              [f"{NAMES[e]}: {r.status}" for e, rs in engine.items() for r in rs
+                               if id(r) not in measured]) or "ok"
     row["failed"] = ", ".join(NAMES[e] for e in failed)
-    for e, r in engine.items():
-        values = measured[id(r)][1] if r is not None and id(r) in measured else {}
+    for e in ENGINES:
+        row[f"runs_{e}"] = len(ok[e])
         for m in (*METRICS, "retrans", "connections", "round_trips"):
-            row[f"{m}_{e}"] = values.get(m, np.nan)
+            values = [measured[id(r)][1].get(m, np.nan) for r in ok[e]]
+            row[f"{m}_{e}"] = float(np.nanmedian(values)) if np.isfinite(values).any() else np.nan
+            if m in METRICS:
+                row[f"{m}_{e}_spread_pct"] = spread(values)
     for m in METRICS:
         row[f"{m}_diff_pct"] = 100 * (row[f"{m}_ns3"] / row[f"{m}_tcp"] - 1)
         row[f"{m}_app_spread_pct"] = spread([t[m] for t in truths])
     row["truth_runs"] = len(truths)
-    both = [measured[id(engine[e])][0] for e in ENGINES] if not failed else None
-    row["completion_err_pct"] = (100 * app_metrics.compare(both[0], both[1])["completion_err_median"]
-                                 if both else np.nan)
+    row["completion_err_pct"] = completion_error(ok, measured)
     diffs = pd.Series({m: abs(row[f"{m}_diff_pct"]) for m in AGREE}).dropna()
     row["worst"] = diffs.idxmax() if len(diffs) else ""
     row["worst_pct"] = diffs.max() if len(diffs) else np.nan
     row["agrees"] = bool(not failed and len(diffs) == len(AGREE) and diffs.max() <= TARGET_PCT)
     return row
+
+
+def completion_error(ok: dict, measured: dict) -> float:
+    """The median connection's completion error, ns-3 against Linux, paired within each
+    study (the same source demand), the median over the studies; NaN without a pair."""
+    def study(r):
+        return r.dir.parents[2]                  # WORK/app/path/predictor
+    linux = {study(r): r for r in ok["tcp"]}
+    errors = [app_metrics.compare(measured[id(r)][0], measured[id(linux[study(r)])][0])["completion_err_median"]
+              for r in ok["ns3"] if study(r) in linux]
+    return 100 * float(np.median(errors)) if errors else np.nan
 
 
 def spread(values: list[float]) -> float:
@@ -122,21 +141,21 @@ def heatmap(table: pd.DataFrame):
     grid = table[[f"{m}_diff_pct" for m in METRICS]].to_numpy(float)
     notes = {i: f"failed: {who}" for i, who in enumerate(table["failed"]) if who}
     return draw_grid(grid, [f"{a} · {p}" for a, p in zip(table["app"], table["path"])], list(METRICS),
-                     "The suite's applications, ns-3 vs Linux (whole demand replayed once in each); "
+                     "The suite's applications, ns-3 vs Linux (whole demand; medians where several runs); "
                      "bold: beyond 10 %", row_notes=notes)
 
 
 # ------------------------------------------------------------------ README ---
-def section(table: pd.DataFrame, work: Path, ns3_options: str, image: str = "heatmap.png") -> str:
+def section(table: pd.DataFrame, works: list[Path], ns3_options: str, image: str = "heatmap.png") -> str:
     """The README's section "The suite's applications": what was compared, the count, the
     table, the heat map and the failed runs."""
     h = headline(table)
     within = ", ".join(f"{m} {n}" for m, n in h["within"].items())
     out = ["## The suite's applications", "",
-           f"From the runs a fidelity study kept in `{work}`: each application's whole demand "
+           f"From the runs {_studies(works)} kept: each application's whole demand "
            "(`magnet demand --all` of its capture on path A) replayed across each target path by "
            f"`magnet replay ns3 {ns3_options}`".rstrip() + " (demand-ns3) and by `magnet replay tcp` (demand-tcp, "
-           "Linux's TCP over linkem), once each, measured from both replays' traces by one reader "
+           "Linux's TCP over linkem), once each per study, measured from both replays' traces by one reader "
            "(magnetlib.app_metrics): the data segments the receivers' devices got (mean size, mean gap "
            "between segments of a connection, bits per second over the run's span, both directions "
            "together), the median **exchange round trip** (per response: from the requester's device "
@@ -146,9 +165,12 @@ def section(table: pd.DataFrame, work: Path, ns3_options: str, image: str = "hea
            "no TCP state, so both engines are measured from their data segments; *exchanges* counts them, "
            "ns-3 / Linux: a single download has one, before its own queue builds), the median connection's "
            "completion (first byte written to last byte read), and retransmitted bytes (the data the "
-           "senders' devices sent beyond what the applications wrote). Each engine ran each cell once: "
-           "the replay's own run-to-run spread is unmeasured; *app spread* is the real application's "
-           "over its truth runs ((max - min) / median), a scale for the differences, not the replay's.", "",
+           "senders' devices sent beyond what the applications wrote). Each study captured its own source "
+           "and replayed its demand once in each engine; where several studies hold a cell (*runs*, ns-3 / "
+           "Linux), its values are the medians of its runs and *replay spread* is each engine's own "
+           "((max - min) / median, of the cell's worst metric): ns-3 is deterministic, so its spread is the "
+           "sources' and the cross traffic's phase against them. *app spread* is the real application's over "
+           "its truth runs, a scale for the differences.", "",
            f"**{h['agree']} of {h['cells']} (application, path) cells agree within {TARGET_PCT:g} %** on "
            f"size, gap, throughput and RTT together; {h['failed']} cell(s) have a failed run and are not "
            f"measured. Of the {h['measured']} measured, within {TARGET_PCT:g} % by metric: {within}. "
@@ -159,6 +181,10 @@ def section(table: pd.DataFrame, work: Path, ns3_options: str, image: str = "hea
         "RTT ms ns-3 / Linux": [_pair(a, b, "{:.1f}") for a, b in zip(table["RTT_ns3"], table["RTT_tcp"])],
         "exchanges": [_pair(a, b, "{:.0f}") for a, b in zip(table["round_trips_ns3"], table["round_trips_tcp"])],
         "retrans B ns-3 / Linux": [_pair(a, b, "{:.0f}") for a, b in zip(table["retrans_ns3"], table["retrans_tcp"])],
+        "runs": [_pair(a, b, "{:.0f}") for a, b in zip(table["runs_ns3"], table["runs_tcp"])],
+        "replay spread % ns-3 / Linux": [_pair(r.get(f"{r.worst}_ns3_spread_pct", np.nan),
+                                               r.get(f"{r.worst}_tcp_spread_pct", np.nan), "{:.0f}")
+                                         for _, r in table.iterrows()],
         "app spread % (size/gap/thr/RTT)": ["/".join(_num(r[f"{m}_app_spread_pct"]) for m in AGREE)
                                             for _, r in table.iterrows()],
         "status": [f"**failed ({who})**" if who else "ok" for who in table["failed"]]})
@@ -182,22 +208,31 @@ def _pair(a: float, b: float, fmt: str) -> str:
 
 
 # -------------------------------------------------------------------- main ---
+def _studies(works: list[Path]) -> str:
+    if len(works) == 1:
+        return f"a fidelity study (`{works[0]}`)"
+    return f"{len(works)} fidelity studies (" + ", ".join(f"`{w}`" for w in works) + ")"
+
+
 def main(args) -> int:
-    """The suite's part alone: read --suite's runs, write OUT/suite/."""
+    """The suite's part alone: read each --suite study's runs, write OUT/suite/."""
     from . import fidelity
-    work = args.suite
-    try:
-        runs = kept_runs(work)
-    except MagnetError as e:
-        common.gate(False, str(e))
-    if not any(r.kind in ENGINES.values() for r in runs):
-        common.gate(False, f"{work / 'runs.csv'}: no demand-tcp or demand-ns3 run to compare")
+    works = args.suite
+    runs = []
+    for work in works:
+        try:
+            found = kept_runs(work)
+        except MagnetError as e:
+            common.gate(False, str(e))
+        if not any(r.kind in ENGINES.values() for r in found):
+            common.gate(False, f"{work / 'runs.csv'}: no demand-tcp or demand-ns3 run to compare")
+        runs += found
     table = cells(runs)
-    mine = argparse.Namespace(suite=work, out=Path(args.out) / "suite", argv=args.argv, prog=args.prog)
+    mine = argparse.Namespace(suite=works, out=Path(args.out) / "suite", argv=args.argv, prog=args.prog)
     results = common.Results("agreement", mine)
     table.to_csv(results.path("suite.csv"), index=False)
     results.figure(heatmap(table), "heatmap")
-    body = section(table, work, fidelity.ns3_options(runs))
+    body = section(table, works, fidelity.ns3_options(runs))
     path = results.write("Does the simulator agree with the kernel? The suite's applications", body)
     h = headline(table)
     print(f"agreement: {h['agree']} of {h['cells']} suite cells agree within {TARGET_PCT:g} % "

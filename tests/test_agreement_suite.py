@@ -100,6 +100,28 @@ def test_suite_cells_compare_the_engines_and_show_a_failed_run(work, tmp_path):
     assert (out / "suite" / "heatmap.png").stat().st_size > 10_000
 
 
+def test_several_studies_give_each_cell_its_medians_and_spreads(work, tmp_path):
+    """A second study whose ns-3 answers as fast as Linux's: ns-3's RTT is the median of 1.2
+    and 1.0 ms, its spread 0.2 / 1.1, Linux's 0; the completion error paired per study."""
+    import shutil
+    second = tmp_path / "second"
+    shutil.copytree(work, second)
+    ns3 = second / APP / "60ms-10M" / "demand-ns3"
+    shutil.rmtree(ns3)
+    kept(ns3, replay(MS // 2))
+    out = tmp_path / "out"
+    assert agreement.main(["--suite", str(work), "--suite", str(second), "--out", str(out)]) == 0
+    table = pd.read_csv(out / "suite" / "suite.csv", keep_default_na=False, na_values=[""])
+    ok, failed = table.iloc[0], table.iloc[1]
+    assert (ok.runs_ns3, ok.runs_tcp, ok.truth_runs) == (2, 2, 4)
+    assert ok.RTT_ns3 == pytest.approx(1.1) and ok.RTT_diff_pct == pytest.approx(10)
+    assert ok.RTT_ns3_spread_pct == pytest.approx(100 * 0.2 / 1.1) and ok.RTT_tcp_spread_pct == 0
+    assert ok.completion_err_pct == pytest.approx(100 * np.median([0.1 / 5.5, 0]))
+    assert failed.failed == "ns-3" and failed.status.count("magnet replay ns3 failed") == 2
+    text = (out / "suite" / "README.md").read_text()
+    assert f"2 fidelity studies (`{work}`, `{second}`)" in text and "| 2 / 2 |" in text
+
+
 def test_a_changed_trace_changes_the_cell(work, tmp_path):
     """ns-3's answers as fast as Linux's: the cell agrees."""
     ns3 = work / APP / "60ms-10M" / "demand-ns3"
