@@ -66,6 +66,19 @@ def test_cross_traffic_share_matches_its_setting_in_both_engines(kind, tmp_path)
     assert ns3["queue_p50"] <= 1, ns3
 
 
+@pytest.mark.parametrize("kind, spread", [("pareto:50%", (30, 70)), ("poisson:30%", (29, 31))])
+def test_udp_source_share_over_many_draws_is_its_setting(kind, spread):
+    """The sources are right on average: over 200 seeds a 30 s schedule's mean share is its
+    setting within 5 %; one Pareto draw (shape 1.5) ranges widely, a Poisson one hardly."""
+    args = agreement.options([])
+    got = agreement.schedule_share(kind, args, 30.0)
+    setting = float(kind.split(":")[1].rstrip("%"))
+    assert got["draws"] == agreement.DRAWS
+    assert abs(got["draws_share_mean"] / setting - 1) <= 0.05, got
+    assert spread[0] <= got["draws_share_p10"] < setting < got["draws_share_p90"] <= spread[1], got
+    assert 0 < got["draws_within_5pct"] <= 100
+
+
 def test_agreement_study_writes_its_cells_and_cross_table(tmp_path):
     require_engine("ns-3")
     require_engine("tcp")
