@@ -1732,35 +1732,55 @@ MagnetLinuxTcpSocket::ReTxTimeout()
         TcpSocketBase::ReTxTimeout();
         return;
     }
+    // tcp_enter_loss reduces ssthresh "if it has not yet been made inside this window": from
+    // Open or Disorder, once snd_una has reached high_seq, or in Loss after progress since the
+    // last RTO (icsk_retransmits 0); then it keeps prior_cwnd and prior_ssthresh (what an undo
+    // restores).  An RTO in Recovery, or a recurring one in Loss, keeps ssthresh and the priors.
+    // F-RTO for an RTO that starts recovery or recurs with no progress (icsk_retransmits); the
+    // count of duplicate ACKs goes (tcp_timeout_mark_lost: tcp_reset_reno_sack).
+    const auto state = m_tcb->m_congState.Get();
+    const bool reduce = state <= TcpSocketState::CA_DISORDER || m_recover <= m_txBuffer->HeadSequence() ||
+                        (state == TcpSocketState::CA_LOSS && m_retransmits == 0);
+    if (reduce)
     {
-        // tcp_enter_loss: prior_cwnd and prior_ssthresh (what an undo restores) when it reduces
-        // ssthresh, which it does "if it has not yet been made inside this window"; F-RTO for
-        // an RTO that starts recovery or recurs with no progress (icsk_retransmits); the count
-        // of duplicate ACKs goes (tcp_timeout_mark_lost: tcp_reset_reno_sack).
-        const auto state = m_tcb->m_congState.Get();
-        if (state <= TcpSocketState::CA_DISORDER || m_recover <= m_txBuffer->HeadSequence() ||
-            (state == TcpSocketState::CA_LOSS && m_retransmits == 0))
-        {
-            m_priorSsthresh = CurrentSsthresh();
-            m_priorCwnd = m_tcb->m_cWnd.Get();
-        }
-        m_frto = m_frtoOn && (state < TcpSocketState::CA_RECOVERY || m_retransmits > 0);
-        m_packets->SetLossSacked(0);
+        m_priorSsthresh = CurrentSsthresh();
+        m_priorCwnd = m_tcb->m_cWnd.Get();
     }
+    m_frto = m_frtoOn && (state < TcpSocketState::CA_RECOVERY || m_retransmits > 0);
+    m_packets->SetLossSacked(0);
     m_retransmits++;
-    m_dataRetrCount = std::max<uint32_t>(m_dataRetrCount, 1);
-    // icsk_rto = min(icsk_rto << 1, tcp_rto_max); ns-3 stops at 60 s.
-    const Time backedOff = std::min(2 * m_rto.Get(), m_rtoMax);
-    TcpSocketBase::ReTxTimeout();
-    if (m_rto.Get() != backedOff)
+    EnterLoss(reduce);
+}
+
+void
+MagnetLinuxTcpSocket::EnterLoss(bool reduce)
+{
+    // TcpSocketBase::ReTxTimeout's steps for data, but ssthresh as tcp_enter_loss sets it: ns-3
+    // cut it on every RTO but one in Loss with the head already resent (in Recovery too,
+    // where Linux keeps the one the recovery set), and told the congestion control of a loss
+    // (CA_EVENT_LOSS, CUBIC's last_max_cwnd) each time.
+    const uint32_t inFlight = BytesInFlight();
+    m_dupAckCount = 0;
+    if (!m_sackEnabled)
     {
-        m_rto = backedOff;
-        if (m_retxEvent.IsPending())
-        {
-            m_retxEvent.Cancel();
-            m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
-        }
+        m_txBuffer->ResetRenoSack();
     }
+    m_txBuffer->SetSentListLost(!m_sackEnabled);
+    m_recover = m_tcb->m_highTxMark; // high_seq = snd_nxt
+    m_recoverActive = true;
+    m_rto = std::min(2 * m_rto.Get(), m_rtoMax); // icsk_rto = min(icsk_rto << 1, tcp_rto_max); ns-3 stops at 60 s
+    m_history.clear();
+    if (reduce)
+    {
+        m_tcb->m_ssThresh = m_congestionControl->GetSsThresh(m_tcb, inFlight);
+        m_congestionControl->CwndEvent(m_tcb, TcpSocketState::CA_EVENT_LOSS);
+    }
+    m_congestionControl->CongestionStateSet(m_tcb, TcpSocketState::CA_LOSS);
+    m_tcb->m_congState = TcpSocketState::CA_LOSS;
+    m_tcb->m_cWnd = m_tcb->m_segmentSize; // tcp_packets_in_flight + 1: every segment is lost
+    m_tcb->m_cWndInfl = m_tcb->m_cWnd;
+    m_pacingTimer.Cancel();
+    SendPendingData(m_connected); // the head (tcp_retransmit_timer); its RTO is armed as it goes
 }
 
 // ------------------------------------------------------------------ RACK ---

@@ -91,6 +91,9 @@ namespace ns3
  *   ACK shows the loss real and the resends go on.  Without SACK, duplicate ACKs
  *   in Loss once data above high_seq is out count as packets delivered
  *   (tcp_add_reno_sack, at most packets_out - lost_out), which clocks the resends.
+ * - **The RTO's ssthresh** (tcp_enter_loss): cut only "if it has not yet been made inside
+ *   this window": not in Recovery (snd_una short of high_seq), nor again in Loss without
+ *   progress since the last RTO; ns-3 cut it in Recovery too.
  * - **Giving up** (tcp_write_timeout): an RTO with no progress since the last
  *   one gives up once the time tcp_retries2 (15) RTOs from TCP_RTO_MIN would
  *   take, doubling up to TCP_RTO_MAX, has passed since the episode's first
@@ -253,6 +256,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool ProcessLoss(SequenceNumber32 ack, SequenceNumber32 una, bool sacked, bool receivedData);
     void UndoLoss(SequenceNumber32 ack); //!< tcp_try_undo_loss(sk, true)
     void FrtoSendNew();                //!< tcp_xmit_recovery's REXMIT_NEW
+    /** tcp_enter_loss and the head's resend; reduce: ssthresh is cut (and the loss told to the congestion control). */
+    void EnterLoss(bool reduce);
 
     // Attributes
     Time m_tick;           //!< the kernel's jiffy (HZ = 250: 4 ms)

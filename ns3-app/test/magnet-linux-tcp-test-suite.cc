@@ -296,6 +296,26 @@ struct Bench
     }
 };
 
+/** Node 0's socket's congestion state, window, ssthresh and RTO as they change (traced from 1 ms, once it exists). */
+struct SenderTraces
+{
+    std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)> state = [](auto, auto) {};
+    std::function<void(uint32_t, uint32_t)> cwnd = [](uint32_t, uint32_t) {};
+    std::function<void(uint32_t, uint32_t)> ssthresh = [](uint32_t, uint32_t) {};
+    std::function<void(Time, Time)> rto = [](Time, Time) {};
+
+    void Connect(Ptr<MagnetReplayApplication> app)
+    {
+        Simulator::Schedule(MilliSeconds(1), [this, app]() {
+            Ptr<Socket> socket = app->GetSocket();
+            socket->TraceConnectWithoutContext("CongState", MakeCallback(&decltype(state)::operator(), &state));
+            socket->TraceConnectWithoutContext("CongestionWindow", MakeCallback(&decltype(cwnd)::operator(), &cwnd));
+            socket->TraceConnectWithoutContext("SlowStartThreshold", MakeCallback(&decltype(ssthresh)::operator(), &ssthresh));
+            socket->TraceConnectWithoutContext("RTO", MakeCallback(&decltype(rto)::operator(), &rto));
+        });
+    }
+};
+
 // ---------------------------------------------------------------- the RTO ---
 
 /** MagnetLinuxRttEstimator gives tcp_rtt_estimator's srtt and tcp_set_rto's RTO, exactly. */
@@ -1904,6 +1924,71 @@ class LinuxFrtoTestCase : public TestCase
     bool m_spurious;
 };
 
+/**
+ * An RTO in Recovery keeps ssthresh.  Linux's tcp_enter_loss (tcp_input.c) cuts it only "if it
+ * has not yet been made inside this window": icsk_ca_state <= TCP_CA_Disorder, or high_seq not
+ * after snd_una, or TCP_CA_Loss with icsk_retransmits 0; in Recovery high_seq is after snd_una,
+ * so the RTO keeps the ssthresh the recovery set (and prior_ssthresh for an undo).  ns-3's
+ * ReTxTimeout cut it again (to 0.7 of the window PRR had left).  40 segments written at once on
+ * 10 Mbit/s, 30 ms each way; the 31st and its fast retransmission lost: with the whole write
+ * sent, nothing later is delivered for RACK to find the retransmission lost, and the RTO resends
+ * the 31st a third time.
+ */
+class LinuxRtoInRecoveryTestCase : public TestCase
+{
+  public:
+    LinuxRtoInRecoveryTestCase()
+        : TestCase("an RTO in Recovery keeps the ssthresh the recovery set (tcp_enter_loss)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("10Mbps", "30ms");
+        const int64_t lost = SegmentSeq(31);
+        bench.LoseSeq({{lost, 2}}, lost);
+        auto app = bench.Install(Periodic(1, 40 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        uint32_t ssthresh = 0;
+        uint32_t atRecovery = 0;
+        uint32_t atLoss = 0;
+        uint32_t cwnd = 0;
+        uint32_t cwndAtLoss = 0;
+        bool recovery = false;
+        SenderTraces traces;
+        traces.ssthresh = [&](uint32_t, uint32_t now) { ssthresh = now; };
+        traces.cwnd = [&](uint32_t, uint32_t now) { cwnd = now; };
+        traces.state = [&](TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now) {
+            recovery = recovery || now == TcpSocketState::CA_RECOVERY;
+            if (now == TcpSocketState::CA_LOSS && !atLoss)
+            {
+                atLoss = ssthresh; // the RTO sets it before the state
+                cwndAtLoss = cwnd; // ... and the window after
+            }
+        };
+        traces.Connect(app);
+        std::function<void(Ptr<const Packet>)> onTx = [&](Ptr<const Packet> frame) {
+            if (DataSeq(frame) == lost && bench.seqSent.size() == 2)
+            {
+                atRecovery = ssthresh; // the fast retransmission, in Recovery
+            }
+        };
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onTx));
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ(socket->GetLossStats().rtos, 1, "one RTO");
+        NS_TEST_ASSERT_MSG_EQ(bench.seqSent.size(), 3, "the 31st sent three times");
+        NS_TEST_ASSERT_MSG_EQ(recovery, true, "Recovery entered (the scenario)");
+        NS_TEST_ASSERT_MSG_GT(atLoss, 0, "Loss entered (the scenario)");
+        NS_TEST_ASSERT_MSG_NE(cwndAtLoss / 1448 * 717 / 1024, atRecovery / 1448, "a cut (CUBIC's beta) would change it (the scenario)");
+        NS_TEST_ASSERT_MSG_EQ(atLoss, atRecovery, "the RTO in Recovery keeps ssthresh");
+        NS_TEST_ASSERT_MSG_EQ(ssthresh, atRecovery, "... to the end");
+        Simulator::Destroy();
+    }
+};
+
 // ---------------------------------------------------------------- packets ---
 
 /**
@@ -2182,6 +2267,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
                     Duration::QUICK);
         AddTestCase(new LinuxFrtoTestCase("F-RTO: on a real loss, new data first, then the resends (no SACK)", false, false),
                     Duration::QUICK);
+        AddTestCase(new LinuxRtoInRecoveryTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
