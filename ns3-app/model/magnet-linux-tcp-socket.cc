@@ -919,7 +919,15 @@ MagnetLinuxTcpSocket::Send(Ptr<Packet> p, uint32_t flags)
                                        m_txBuffer->GetLost(), m_txBuffer->GetRetransmitsCount());
     }
     uint32_t buffered = m_txBuffer->Size();
+    const bool scheduled = m_sendPendingDataEvent.IsPending();
     int sent = TcpSocketBase::Send(p, flags);
+    if (!scheduled && m_sendPendingDataEvent.IsPending())
+    {
+        // The write's push (tcp_push: tcp_write_xmit), in place of TcpSocketBase's SendPendingData
+        // (still 1 ns later, so that the application may write more first).
+        m_sendPendingDataEvent.Cancel();
+        m_sendPendingDataEvent = Simulator::Schedule(TimeStep(1), &MagnetLinuxTcpSocket::SendOnWrite, this);
+    }
     if (m_txBuffer->Size() > buffered)
     {
         // The write's end, as an offset in the stream: a segment holding its last byte
@@ -935,6 +943,35 @@ MagnetLinuxTcpSocket::Send(Ptr<Packet> p, uint32_t flags)
         }
     }
     return sent;
+}
+
+void
+MagnetLinuxTcpSocket::SendOnWrite()
+{
+    // tcp_push after a write sends new data only (tcp_write_xmit walks the write queue from
+    // sk_send_head); lost segments are resent on ACKs and timers (tcp_xmit_retransmit_queue from
+    // tcp_xmit_recovery, tcp_retransmit_timer, tcp_rack_reo_timeout).  TcpSocketBase's
+    // SendPendingData takes NextSeg's lost segments first: with one not yet resent and room in
+    // the window (after F-RTO's new data on an ACK, or between ACKs) a write resent it.
+    if (m_tcb->m_congState.Get() >= TcpSocketState::CA_RECOVERY && LostUnsent())
+    {
+        SendNewData();
+        return;
+    }
+    SendPendingData(m_connected);
+}
+
+bool
+MagnetLinuxTcpSocket::LostUnsent() const
+{
+    for (const TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+    {
+        if (MagnetTxScoreboard::IsLost(*item) && !item->IsRetrans() && !item->IsSacked())
+        {
+            return true;
+        }
+    }
+    return false;
 }
 
 void
@@ -1391,7 +1428,7 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
         // tcp_xmit_recovery, REXMIT_NEW (after tcp_cong_control grew the window): new data
         // as the window allows (TCP_NAGLE_OFF); if any went, nothing else on this ACK,
         // else F-RTO is off and the lost segments go (SendPendingData).
-        FrtoSendNew();
+        SendNewData();
         if (m_tcb->m_highTxMark.Get() > m_recover)
         {
             m_frtoHold = true;
@@ -2392,10 +2429,15 @@ MagnetLinuxTcpSocket::UndoLoss(SequenceNumber32 ack)
 }
 
 void
-MagnetLinuxTcpSocket::FrtoSendNew()
+MagnetLinuxTcpSocket::SendNewData()
 {
-    // __tcp_push_pending_frames with TCP_NAGLE_OFF: new data while the window and the
-    // peer's window allow (no resend: NextSeg would give the lost segments first).
+    // tcp_write_xmit: new data while the window and the peer's window allow (no resend: NextSeg
+    // would give the lost segments first).  F-RTO's push is TCP_NAGLE_OFF; a write's tcp_push
+    // keeps Nagle, which the profile turns off while lost segments are out (UpdateNagle).
+    if (!m_endPoint && !m_endPoint6)
+    {
+        return;
+    }
     const uint32_t seg = m_tcb->m_segmentSize;
     while (m_packets->InFlight() < CwndPackets())
     {

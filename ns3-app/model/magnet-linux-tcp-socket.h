@@ -91,6 +91,9 @@ namespace ns3
  *   ACK shows the loss real and the resends go on.  Without SACK, duplicate ACKs
  *   in Loss once data above high_seq is out count as packets delivered
  *   (tcp_add_reno_sack, at most packets_out - lost_out), which clocks the resends.
+ * - **A write sends new data only** (tcp_push, tcp_write_xmit); lost segments are resent on
+ *   ACKs and timers (tcp_xmit_retransmit_queue): ns-3's write ran SendPendingData, which resends
+ *   NextSeg's lost segments first.
  * - **The RTO's ssthresh** (tcp_enter_loss): cut only "if it has not yet been made inside
  *   this window": not in Recovery (snd_una short of high_seq), nor again in Loss without
  *   progress since the last RTO; ns-3 cut it in Recovery too.
@@ -255,7 +258,9 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void OrigAckedOnAck(const TcpHeader& header); //!< FLAG_ORIG_SACK_ACKED, before TcpTxBuffer takes the ACK
     bool ProcessLoss(SequenceNumber32 ack, SequenceNumber32 una, bool sacked, bool receivedData);
     void UndoLoss(SequenceNumber32 ack); //!< tcp_try_undo_loss(sk, true)
-    void FrtoSendNew();                //!< tcp_xmit_recovery's REXMIT_NEW
+    void SendNewData();                //!< tcp_write_xmit's new data only (tcp_xmit_recovery's REXMIT_NEW, a write's push)
+    void SendOnWrite();                //!< a write's tcp_push, in place of TcpSocketBase's SendPendingData
+    bool LostUnsent() const;           //!< a segment marked lost is not resent yet
     /** tcp_enter_loss and the head's resend; reduce: ssthresh is cut (and the loss told to the congestion control). */
     void EnterLoss(bool reduce);
 

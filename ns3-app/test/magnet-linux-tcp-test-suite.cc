@@ -1790,7 +1790,7 @@ struct StallRun
  * 50th and a loss probe held back or lost).
  */
 StallRun
-RunStall(MagnetTcpConfig tcp, bool frto, bool hold)
+RunStall(MagnetTcpConfig tcp, bool frto, bool hold, uint32_t segments = 60, bool lateWrite = false)
 {
     Config::SetDefault("ns3::MagnetLinuxTcpSocket::Frto", BooleanValue(frto));
     StallRun run;
@@ -1799,16 +1799,22 @@ RunStall(MagnetTcpConfig tcp, bool frto, bool hold)
         auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
         device->SetAttribute("ReceiveErrorModel", PointerValue(Create<StallErrorModel>(device, SegmentSeq(21), hold)));
         Time rto;
+        Ptr<MagnetReplayApplication> app;
         std::vector<std::pair<Time, int64_t>> order; // every data segment sent
         std::function<void(Ptr<const Packet>)> onTx = [&](Ptr<const Packet> frame) {
             if (const int64_t seq = DataSeq(frame); seq >= 0)
             {
                 run.sends[seq].push_back(Simulator::Now());
                 order.emplace_back(Simulator::Now(), seq);
+                if (lateWrite && seq == SegmentSeq(segments) && run.sends[seq].size() == 1)
+                {
+                    // The write's last segment sent: one more full segment written 1 ms later.
+                    Simulator::Schedule(MilliSeconds(1), [&]() { app->GetSocket()->Send(Create<Packet>(1448)); });
+                }
             }
         };
         bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onTx));
-        Ptr<MagnetReplayApplication> app = bench.Install(Periodic(1, 60 * 1448, MilliSeconds(1)));
+        app = bench.Install(Periodic(1, segments * 1448, MilliSeconds(1)));
         app->SetAttribute("CloseAtEnd", BooleanValue(false));
         uint32_t cwndNow = 0;
         std::function<void(uint32_t, uint32_t)> onCwnd = [&](uint32_t, uint32_t now) { cwndNow = now; };
@@ -1922,6 +1928,43 @@ class LinuxFrtoTestCase : public TestCase
 
     bool m_sack;
     bool m_spurious;
+};
+
+/**
+ * An application write in Loss sends new data, not a resend.  Linux's tcp_sendmsg pushes with
+ * tcp_push, whose tcp_write_xmit walks only the unsent data (from sk_send_head); lost segments
+ * are resent on ACKs and timers (tcp_xmit_recovery's tcp_xmit_retransmit_queue,
+ * tcp_retransmit_timer).  ns-3's write scheduled SendPendingData, whose NextSeg gives a lost
+ * segment first.  The spurious-RTO stall of the F-RTO cases with 51 segments written: F-RTO's
+ * new data on the ACK of the resent 21st is the 51st alone (cwnd 2, room for one more), and
+ * 1 ms later the application writes a 52nd.  Linux sends it; ns-3 resent the 22nd, which was
+ * only held back.  With and without SACK.
+ */
+class LinuxWriteInLossTestCase : public TestCase
+{
+  public:
+    LinuxWriteInLossTestCase()
+        : TestCase("a write in Loss sends new data, not a lost segment (tcp_write_xmit)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        for (bool sack : {true, false})
+        {
+            MagnetTcpConfig tcp;
+            tcp.sack = sack;
+            const StallRun run = RunStall(tcp, true, true, 51, true);
+            const std::string with = sack ? " (SACK)" : " (no SACK)";
+            NS_TEST_ASSERT_MSG_EQ(run.loss.rtos, 1, "one RTO" + with);
+            NS_TEST_ASSERT_MSG_EQ(run.loss.frtoNew, 1, "the 51st on the ACK of the resent 21st (the scenario)" + with);
+            NS_TEST_ASSERT_MSG_EQ(run.sends.count(SegmentSeq(52)), 1, "the written 52nd sent" + with);
+            NS_TEST_ASSERT_MSG_EQ(run.sends.at(SegmentSeq(22)).size(), 1, "the 22nd not resent on the write" + with);
+            NS_TEST_ASSERT_MSG_EQ(run.Resent(), 1, "the 21st the one segment resent" + with);
+            NS_TEST_ASSERT_MSG_EQ(run.loss.spuriousRtos, 1, "the RTO undone" + with);
+        }
+    }
 };
 
 /**
@@ -2268,6 +2311,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxFrtoTestCase("F-RTO: on a real loss, new data first, then the resends (no SACK)", false, false),
                     Duration::QUICK);
         AddTestCase(new LinuxRtoInRecoveryTestCase, Duration::QUICK);
+        AddTestCase(new LinuxWriteInLossTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
