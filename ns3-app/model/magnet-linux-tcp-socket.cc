@@ -1657,6 +1657,11 @@ MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader
         RenoSackOnAck(tcpHeader.GetAckNumber());
     }
     OrigAckedOnAck(tcpHeader);
+    m_ackEcho = 0;
+    if (m_timestampEnabled && tcpHeader.HasOption(TcpOption::TS))
+    {
+        m_ackEcho = DynamicCast<const TcpOptionTS>(tcpHeader.GetOption(TcpOption::TS))->GetEcho();
+    }
     m_timerEarly = m_probeTimer.IsPending() || m_reoTimer.IsPending();
     const SequenceNumber32 una = m_txBuffer->HeadSequence();
     TcpSocketBase::ReceivedAck(packet, tcpHeader);
@@ -1782,6 +1787,7 @@ MagnetLinuxTcpSocket::ReTxTimeout()
     {
         m_priorSsthresh = CurrentSsthresh();
         m_priorCwnd = m_tcb->m_cWnd.Get();
+        m_undoMarker = true; // tcp_init_undo
     }
     m_frto = m_frtoOn && (state < TcpSocketState::CA_RECOVERY || m_retransmits > 0);
     m_packets->SetLossSacked(0);
@@ -2281,8 +2287,9 @@ MagnetLinuxTcpSocket::CurrentSsthresh() const
 void
 MagnetLinuxTcpSocket::SetPrior(TcpSocketState::TcpCongState_t state, uint32_t cwnd, uint32_t ssthresh)
 {
-    // tcp_enter_recovery: prior_ssthresh = 0, then, unless already reducing (CWR),
-    // tcp_current_ssthresh, and prior_cwnd (tcp_init_cwnd_reduction).
+    // tcp_enter_recovery: tcp_init_undo (undo_marker), prior_ssthresh = 0, then, unless already
+    // reducing (CWR), tcp_current_ssthresh, and prior_cwnd (tcp_init_cwnd_reduction).
+    m_undoMarker = true;
     if (state == TcpSocketState::CA_CWR || state == TcpSocketState::CA_RECOVERY)
     {
         m_priorSsthresh = 0;
@@ -2338,10 +2345,17 @@ MagnetLinuxTcpSocket::OrigAckedOnAck(const TcpHeader& header)
 bool
 MagnetLinuxTcpSocket::ProcessLoss(SequenceNumber32 ack, SequenceNumber32 una, bool sacked, bool receivedData)
 {
-    // tcp_process_loss (high_seq is m_recover, snd_nxt m_highTxMark).  Linux's first step, an
-    // undo by timestamps (tcp_try_undo_loss(sk, false): tcp_may_undo's tcp_packet_delayed),
-    // is not modelled.  True: REXMIT_NEW.
+    // tcp_process_loss (high_seq is m_recover, snd_nxt m_highTxMark).  True: REXMIT_NEW.
     const bool advanced = ack > una;
+    if (advanced && m_undoMarker && PacketDelayed())
+    {
+        // tcp_try_undo_loss(sk, false): tcp_may_undo (undo_marker, and with no DSACKs from ns-3's
+        // receiver undo_retrans is never 0: tcp_packet_delayed) on an ACK of new data that echoes
+        // a time before the episode's first retransmission: an original was delivered, the RTO was
+        // spurious, undone at once (F-RTO would wait for an ACK of data never resent).
+        UndoLoss(ack, false);
+        return false;
+    }
     const bool recovered = ack >= m_recover;
     const bool dupack = !advanced && !receivedData; // num_dupack
     const SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
@@ -2350,7 +2364,7 @@ MagnetLinuxTcpSocket::ProcessLoss(SequenceNumber32 ack, SequenceNumber32 una, bo
         // F-RTO RFC 5682 sec 3.1 (the SACK-enhanced version, also without SACK).
         if (m_origAcked)
         {
-            UndoLoss(ack); // step 3.b: data never resent was delivered, the RTO was spurious
+            UndoLoss(ack, true); // step 3.b: data never resent was delivered, the RTO was spurious
             return false;
         }
         if (nxt > m_recover)
@@ -2396,13 +2410,14 @@ MagnetLinuxTcpSocket::ProcessLoss(SequenceNumber32 ack, SequenceNumber32 una, bo
 }
 
 void
-MagnetLinuxTcpSocket::UndoLoss(SequenceNumber32 ack)
+MagnetLinuxTcpSocket::UndoLoss(SequenceNumber32 ack, bool frtoUndo)
 {
-    // tcp_try_undo_loss(sk, true): tcp_undo_cwnd_reduction(sk, true) unmarks every loss, sets
-    // cwnd to undo_cwnd (tcp_reno_undo_cwnd, CUBIC's too: max(cwnd, prior_cwnd)) and ssthresh
-    // back to prior_ssthresh if that is higher, and has RACK look again (rack.advanced);
-    // icsk_retransmits = 0; then Open, unless without SACK snd_una is at high_seq
-    // (tcp_is_non_sack_preventing_reopen: Loss held, RenoHoldsLoss).
+    // tcp_try_undo_loss: tcp_undo_cwnd_reduction(sk, true) unmarks every loss, sets cwnd to
+    // undo_cwnd (tcp_reno_undo_cwnd, CUBIC's too: max(cwnd, prior_cwnd)) and ssthresh back to
+    // prior_ssthresh if that is higher, has RACK look again (rack.advanced) and clears
+    // undo_marker; icsk_retransmits = 0; then Open, unless without SACK snd_una is at high_seq
+    // (tcp_is_non_sack_preventing_reopen: Loss held, RenoHoldsLoss) or the undo was by
+    // timestamps (without SACK only F-RTO's undo reopens).
     for (TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
     {
         MagnetTxScoreboard::ClearLost(*m_txBuffer, *item);
@@ -2417,15 +2432,30 @@ MagnetLinuxTcpSocket::UndoLoss(SequenceNumber32 ack)
         m_tcb->m_ssThresh = std::max(m_tcb->m_ssThresh.Get(), m_priorSsthresh);
     }
     m_rackAdvanced = true;
+    m_undoMarker = false;
     m_retransmits = 0;
-    m_lossStats.spuriousRtos++;
-    if (!m_sackEnabled && ack == m_recover)
+    m_lossStats.lossUndos++;
+    m_lossStats.spuriousRtos += frtoUndo ? 1 : 0;
+    if (!m_sackEnabled && (ack == m_recover || !frtoUndo))
     {
         return;
     }
     m_congestionControl->CongestionStateSet(m_tcb, TcpSocketState::CA_OPEN);
     m_tcb->m_congState = TcpSocketState::CA_OPEN;
     m_recoverActive = false; // from Open a new recovery may start at once (tcp_time_to_recover)
+}
+
+bool
+MagnetLinuxTcpSocket::PacketDelayed() const
+{
+    // tcp_packet_delayed: retrans_stamp set, and the ACK's echo (ms, as ns-3's and Linux's
+    // timestamps without usec_ts) before it (tcp_tsopt_ecr_before).
+    if (!m_ackEcho || m_retransStamp == Time::Max())
+    {
+        return false;
+    }
+    const auto stamp = static_cast<uint32_t>(m_retransStamp.GetMilliSeconds());
+    return static_cast<int32_t>(m_ackEcho - stamp) < 0;
 }
 
 void

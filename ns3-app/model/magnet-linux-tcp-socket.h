@@ -91,6 +91,8 @@ namespace ns3
  *   ACK shows the loss real and the resends go on.  Without SACK, duplicate ACKs
  *   in Loss once data above high_seq is out count as packets delivered
  *   (tcp_add_reno_sack, at most packets_out - lost_out), which clocks the resends.
+ *   An ACK of new data echoing a time before the episode's first retransmission undoes the RTO
+ *   at once (tcp_try_undo_loss(sk, false): tcp_may_undo, tcp_packet_delayed).
  * - **A write sends new data only** (tcp_push, tcp_write_xmit); lost segments are resent on
  *   ACKs and timers (tcp_xmit_retransmit_queue): ns-3's write ran SendPendingData, which resends
  *   NextSeg's lost segments first.
@@ -141,6 +143,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
         uint64_t rtos{0};        //!< retransmission timeouts with data out
         uint64_t frtoNew{0};     //!< F-RTO sent new data on the ACK of the resent head (step 2.b)
         uint64_t spuriousRtos{0}; //!< F-RTO found an RTO spurious and undid it (LINUX_MIB_TCPSPURIOUSRTOS)
+        uint64_t lossUndos{0};    //!< Loss undone, by F-RTO or by timestamps (LINUX_MIB_TCPLOSSUNDO)
     };
 
     const AckStats& GetAckStats() const;
@@ -257,7 +260,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void SetPrior(TcpSocketState::TcpCongState_t state, uint32_t cwnd, uint32_t ssthresh); //!< prior_cwnd, prior_ssthresh
     void OrigAckedOnAck(const TcpHeader& header); //!< FLAG_ORIG_SACK_ACKED, before TcpTxBuffer takes the ACK
     bool ProcessLoss(SequenceNumber32 ack, SequenceNumber32 una, bool sacked, bool receivedData);
-    void UndoLoss(SequenceNumber32 ack); //!< tcp_try_undo_loss(sk, true)
+    void UndoLoss(SequenceNumber32 ack, bool frtoUndo); //!< tcp_try_undo_loss's undo
+    bool PacketDelayed() const; //!< tcp_packet_delayed: this ACK echoes a time before the first retransmission
     void SendNewData();                //!< tcp_write_xmit's new data only (tcp_xmit_recovery's REXMIT_NEW, a write's push)
     void SendOnWrite();                //!< a write's tcp_push, in place of TcpSocketBase's SendPendingData
     bool LostUnsent() const;           //!< a segment marked lost is not resent yet
@@ -339,6 +343,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool m_timerEarly{false};          //!< as this ACK came, the probe or RACK's timer held the RTO's place
     uint32_t m_priorCwnd{0};           //!< tp->prior_cwnd, bytes
     uint32_t m_priorSsthresh{0};       //!< tp->prior_ssthresh, bytes (0: nothing to undo to)
+    bool m_undoMarker{false};          //!< tp->undo_marker set: the reduction may be undone
+    uint32_t m_ackEcho{0};             //!< this ACK's timestamp echo (0: none)
 
     // RACK (tp->rack, the reordering state)
     bool m_rackValid{false};     //!< rack.mstamp set

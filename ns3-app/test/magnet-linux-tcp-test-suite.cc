@@ -1930,6 +1930,100 @@ class LinuxFrtoTestCase : public TestCase
     bool m_spurious;
 };
 
+int64_t PureAck(Ptr<const Packet> frame);
+
+/** Holds the pure ACKs of data that node 0 receives before `release`, and delivers them then, in order. */
+class AckHoldErrorModel : public ErrorModel
+{
+  public:
+    AckHoldErrorModel(Ptr<PointToPointNetDevice> device, Time release)
+        : m_device(device),
+          m_release(release)
+    {
+    }
+
+  private:
+    bool DoCorrupt(Ptr<Packet> p) override
+    {
+        if (PureAck(p) <= 1 || Simulator::Now() >= m_release)
+        {
+            return false; // the handshake's, or after the hold
+        }
+        Simulator::Schedule(m_release - Simulator::Now() + MicroSeconds(m_held++), &PointToPointNetDevice::Receive, m_device,
+                            p->Copy());
+        return true;
+    }
+
+    void DoReset() override
+    {
+    }
+
+    Ptr<PointToPointNetDevice> m_device;
+    Time m_release;
+    uint32_t m_held{0};
+};
+
+/**
+ * An RTO undone by timestamps.  Linux's tcp_process_loss first tries tcp_try_undo_loss(sk, false)
+ * on an ACK that advances snd_una: tcp_may_undo holds (undo_marker, and tcp_packet_delayed: the
+ * ACK's timestamp echo is before retrans_stamp, the episode's first retransmission), so the ACK
+ * of an original sent before the RTO undoes it at once (cwnd and ssthresh back, Open).  The
+ * profile waited for F-RTO: on that ACK (of the 1st segment, which the RTO resent) it sent new
+ * data (step 2.b), and undid on the next one, of data never resent.  30 segments written on
+ * 10 Mbit/s, 30 ms each way, every ACK of data held back until 600 ms: the loss probe sends the
+ * 11th and the RTO resends the 1st (about 455 ms); the receiver ACKs each segment (quick ACKs).
+ */
+class LinuxRtoTimestampUndoTestCase : public TestCase
+{
+  public:
+    LinuxRtoTimestampUndoTestCase()
+        : TestCase("an RTO is undone by the first ACK echoing a time before the resend (tcp_packet_delayed)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("10Mbps", "30ms");
+        auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(0));
+        device->SetAttribute("ReceiveErrorModel", PointerValue(Create<AckHoldErrorModel>(device, MilliSeconds(600))));
+        const int64_t first = SegmentSeq(1);
+        bench.LoseSeq({}, first);
+        auto app = bench.Install(Periodic(1, 30 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        std::vector<TcpSocketState::TcpCongState_t> states;
+        uint32_t cwnd = 0;
+        uint32_t cwndAtLoss = 0;
+        uint32_t cwndAfterLoss = 0;
+        SenderTraces traces;
+        traces.cwnd = [&](uint32_t, uint32_t now) { cwnd = now / 1448; };
+        traces.state = [&](TcpSocketState::TcpCongState_t before, TcpSocketState::TcpCongState_t now) {
+            states.push_back(now);
+            cwndAtLoss = now == TcpSocketState::CA_LOSS ? cwnd : cwndAtLoss;
+            if (before == TcpSocketState::CA_LOSS && !cwndAfterLoss)
+            {
+                cwndAfterLoss = cwnd; // set before the state (UndoLoss)
+            }
+        };
+        traces.Connect(app);
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        const MagnetLinuxTcpSocket::LossStats loss = socket->GetLossStats();
+        NS_TEST_ASSERT_MSG_EQ(loss.rtos, 1, "one RTO");
+        NS_TEST_ASSERT_MSG_EQ(bench.seqSent.size(), 2, "the 1st resent by the RTO");
+        NS_TEST_ASSERT_MSG_EQ((bench.seqSent.size() == 2 && bench.seqSent[1] < MilliSeconds(600)), true,
+                              "... during the hold (the scenario)");
+        NS_TEST_ASSERT_MSG_EQ(loss.lossUndos, 1, "the RTO undone");
+        NS_TEST_ASSERT_MSG_EQ(loss.spuriousRtos, 0, "... by timestamps, not F-RTO");
+        NS_TEST_ASSERT_MSG_EQ(loss.frtoNew, 0, "no F-RTO new data on the first ACK");
+        NS_TEST_ASSERT_MSG_EQ(cwndAfterLoss, cwndAtLoss, "the window of before the RTO");
+        NS_TEST_ASSERT_MSG_EQ((std::find(states.begin(), states.end(), TcpSocketState::CA_RECOVERY) == states.end()), true,
+                              "no recovery");
+        Simulator::Destroy();
+    }
+};
+
 /**
  * An application write in Loss sends new data, not a resend.  Linux's tcp_sendmsg pushes with
  * tcp_push, whose tcp_write_xmit walks only the unsent data (from sk_send_head); lost segments
@@ -2312,6 +2406,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
                     Duration::QUICK);
         AddTestCase(new LinuxRtoInRecoveryTestCase, Duration::QUICK);
         AddTestCase(new LinuxWriteInLossTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRtoTimestampUndoTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
