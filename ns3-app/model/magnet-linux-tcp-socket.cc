@@ -1808,7 +1808,7 @@ MagnetLinuxTcpSocket::EnterLoss(bool reduce)
     {
         m_txBuffer->ResetRenoSack();
     }
-    m_txBuffer->SetSentListLost(!m_sackEnabled);
+    TimeoutMarkLost();
     m_recover = m_tcb->m_highTxMark; // high_seq = snd_nxt
     m_recoverActive = true;
     m_rto = std::min(2 * m_rto.Get(), m_rtoMax); // icsk_rto = min(icsk_rto << 1, tcp_rto_max); ns-3 stops at 60 s
@@ -1820,10 +1820,39 @@ MagnetLinuxTcpSocket::EnterLoss(bool reduce)
     }
     m_congestionControl->CongestionStateSet(m_tcb, TcpSocketState::CA_LOSS);
     m_tcb->m_congState = TcpSocketState::CA_LOSS;
-    m_tcb->m_cWnd = m_tcb->m_segmentSize; // tcp_packets_in_flight + 1: every segment is lost
+    m_tcb->m_cWnd = (m_packets->InFlight() + 1) * m_tcb->m_segmentSize; // tcp_packets_in_flight + 1
     m_tcb->m_cWndInfl = m_tcb->m_cWnd;
     m_pacingTimer.Cancel();
     SendPendingData(m_connected); // the head (tcp_retransmit_timer); its RTO is armed as it goes
+}
+
+void
+MagnetLinuxTcpSocket::TimeoutMarkLost()
+{
+    // tcp_timeout_mark_lost: every segment not SACKed is lost, its retransmission too; but with
+    // RACK (tcp_is_rack) one other than the head sent within RACK's RTT (tcp_rack_skb_timeout(tp,
+    // skb, 0) > 0) is not: "Don't mark recently sent ones lost yet".  It stays in flight, and
+    // cwnd is the packets in flight + 1.  TcpTxBuffer::SetSentListLost marked every one.
+    // (Without SACK the profile keeps no RACK RTT: all are marked.)
+    if (!RackOn())
+    {
+        m_txBuffer->SetSentListLost(!m_sackEnabled);
+        return;
+    }
+    const Time now = Simulator::Now();
+    bool head = true;
+    for (TcpTxItem* item : MagnetTxScoreboard::Sent(*m_txBuffer))
+    {
+        const bool recent = !head && (m_rackRtt - (now - item->GetLastSent())).IsStrictlyPositive();
+        head = false;
+        if (item->IsSacked() || !recent)
+        {
+            // tcp_mark_skb_lost (a SACKed one stays as it is); no retransmission of it is in
+            // flight (a loss probe's resend, which Linux never counts as one, included).
+            MagnetTxScoreboard::MarkLost(*m_txBuffer, *item);
+            MagnetTxScoreboard::ClearRetransmitted(*m_txBuffer, *item);
+        }
+    }
 }
 
 // ------------------------------------------------------------------ RACK ---

@@ -96,6 +96,9 @@ namespace ns3
  * - **A write sends new data only** (tcp_push, tcp_write_xmit); lost segments are resent on
  *   ACKs and timers (tcp_xmit_retransmit_queue): ns-3's write ran SendPendingData, which resends
  *   NextSeg's lost segments first.
+ * - **The RTO's marks** (tcp_timeout_mark_lost): with RACK, segments other than the head
+ *   sent within RACK's RTT are not marked lost and stay in flight (cwnd = in flight + 1);
+ *   ns-3 marked every one.
  * - **The RTO's ssthresh** (tcp_enter_loss): cut only "if it has not yet been made inside
  *   this window": not in Recovery (snd_una short of high_seq), nor again in Loss without
  *   progress since the last RTO; ns-3 cut it in Recovery too.
@@ -267,6 +270,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool LostUnsent() const;           //!< a segment marked lost is not resent yet
     /** tcp_enter_loss and the head's resend; reduce: ssthresh is cut (and the loss told to the congestion control). */
     void EnterLoss(bool reduce);
+    void TimeoutMarkLost(); //!< tcp_timeout_mark_lost: with RACK, not the recently sent ones
 
     // Attributes
     Time m_tick;           //!< the kernel's jiffy (HZ = 250: 4 ms)

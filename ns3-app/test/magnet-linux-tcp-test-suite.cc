@@ -2025,6 +2025,72 @@ class LinuxRtoTimestampUndoTestCase : public TestCase
 };
 
 /**
+ * The RTO leaves recently sent segments unmarked.  Linux's tcp_timeout_mark_lost (tcp_input.c)
+ * marks every segment not SACKed lost, but with RACK skips one other than the head whose RACK
+ * timeout has not expired (tcp_rack_skb_timeout(tp, skb, 0) > 0: sent within rack.rtt_us), and
+ * tcp_enter_loss sets cwnd to the packets in flight + 1.  ns-3 marked every one (cwnd 1).  Ten
+ * segments at 0 s, one at 500 ms lost and its loss probe too; 10 ms before the RTO that follows
+ * the probe the application writes 5 more, which go at once: the RTO marks the head alone, the
+ * five stay in flight, cwnd 6.
+ */
+class LinuxRtoRecentUnmarkedTestCase : public TestCase
+{
+  public:
+    LinuxRtoRecentUnmarkedTestCase()
+        : TestCase("RACK: the RTO marks the head lost, not segments sent within RACK's RTT (tcp_timeout_mark_lost)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("10Mbps", "30ms");
+        const int64_t tail = SegmentSeq(11);
+        bench.LoseSeq({{tail, 2}}, tail);
+        auto app = bench.Install({{0, 10 * 1448}, {500000000, 1448}});
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        Time rto;
+        uint32_t lostAtRto = 0;
+        uint32_t cwndAfterRto = 0;
+        bool inLoss = false;
+        SenderTraces traces;
+        traces.rto = [&](Time, Time now) { rto = now; };
+        traces.cwnd = [&](uint32_t, uint32_t now) {
+            if (inLoss && !cwndAfterRto)
+            {
+                cwndAfterRto = now / 1448;
+            }
+        };
+        traces.state = [&](TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now) {
+            if (now == TcpSocketState::CA_LOSS && !inLoss)
+            {
+                inLoss = true;
+                lostAtRto = DynamicCast<TcpSocketBase>(app->GetSocket())->GetTxBuffer()->GetLost() / 1448;
+            }
+        };
+        std::function<void(Ptr<const Packet>)> onTx = [&](Ptr<const Packet> frame) {
+            if (DataSeq(frame) == tail && bench.seqSent.size() == 2)
+            {
+                // The loss probe (the tail again): the RTO follows it by rto; write 10 ms before.
+                Simulator::Schedule(rto - MilliSeconds(10), [&]() { app->GetSocket()->Send(Create<Packet>(5 * 1448)); });
+            }
+        };
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onTx));
+        traces.Connect(app);
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ(socket->GetAckStats().probes, 1, "one loss probe (the scenario)");
+        NS_TEST_ASSERT_MSG_EQ(socket->GetLossStats().rtos, 1, "one RTO");
+        NS_TEST_ASSERT_MSG_EQ(bench.seqSent.size(), 3, "the 11th: sent, probed, resent by the RTO");
+        NS_TEST_ASSERT_MSG_EQ(bench.Times(0, 1448).size(), 18, "16 segments, the 11th twice more: the 5 recent ones not resent");
+        NS_TEST_ASSERT_MSG_EQ(lostAtRto, 1, "the RTO marks the head alone");
+        NS_TEST_ASSERT_MSG_EQ(cwndAfterRto, 6, "cwnd: the 5 in flight + 1");
+        Simulator::Destroy();
+    }
+};
+
+/**
  * An application write in Loss sends new data, not a resend.  Linux's tcp_sendmsg pushes with
  * tcp_push, whose tcp_write_xmit walks only the unsent data (from sk_send_head); lost segments
  * are resent on ACKs and timers (tcp_xmit_recovery's tcp_xmit_retransmit_queue,
@@ -2407,6 +2473,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxRtoInRecoveryTestCase, Duration::QUICK);
         AddTestCase(new LinuxWriteInLossTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoTimestampUndoTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRtoRecentUnmarkedTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
