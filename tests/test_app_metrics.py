@@ -153,7 +153,8 @@ def test_no_round_trip_from_earlier_data_still_arriving_after_the_answer(tmp_pat
     """Linux's TCP over linkem, captured by BPF: the first segment the client receives after the
     second answer was written is the first answer's, still queued on the path; taken for the
     answer's, the exchange came out shorter than the path's round trip (24 ms on a 40 ms
-    path).  Such an exchange is left out; the first one is measured."""
+    path).  Such an exchange is left out; the first one is measured (the second too, were
+    the machine to stall the answer until the first answer had all arrived)."""
     (tmp_path / "d.csv").write_text(QUEUED_BEHIND)
     d = app_demand.read(tmp_path / "d.csv")
     path = NetPath(rate_bps=1_000_000, delay_ns=20 * MS, duplex=True)
@@ -161,4 +162,5 @@ def test_no_round_trip_from_earlier_data_still_arriving_after_the_answer(tmp_pat
     assert not run.failed and list(run.connections["status"]) == ["ok"]
     p = app_metrics.profile(str(run.traces["client"]), str(run.traces["server"]))
     assert (p.adus, p.answers) == (3, 2)
-    assert len(p.round_trips_s) == 1 and p.round_trips_s[0] >= 0.040, p.round_trips_s
+    # none shorter than the path's round trip (the second exchange, left out, gave 24 ms)
+    assert len(p.round_trips_s) >= 1 and (p.round_trips_s >= 0.040).all(), p.round_trips_s
