@@ -1439,6 +1439,15 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
             m_frto = false;
         }
     }
+    if (m_sackEnabled && m_tcb->m_congState == TcpSocketState::CA_LOSS && !m_frtoHold)
+    {
+        // tcp_xmit_recovery, REXMIT_LOST (tcp_process_loss on an ACK that neither undoes nor ends
+        // Loss): tcp_xmit_retransmit_queue resends every segment marked lost, in order, as the
+        // window allows, before tcp_write_xmit's new data.  NextSeg, in TcpSocketBase's
+        // SendPendingData after this, gives new data before a lost segment above the highest
+        // SACKed one (RFC 6675's rule 1 stops there).
+        XmitRetransmitQueue();
+    }
 }
 
 void

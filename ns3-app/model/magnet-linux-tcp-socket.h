@@ -96,6 +96,9 @@ namespace ns3
  * - **A write sends new data only** (tcp_push, tcp_write_xmit); lost segments are resent on
  *   ACKs and timers (tcp_xmit_retransmit_queue): ns-3's write ran SendPendingData, which resends
  *   NextSeg's lost segments first.
+ * - **Loss resends every lost segment first** (with SACK; tcp_xmit_retransmit_queue on each ACK
+ *   in Loss), in order, before new data: NextSeg gave new data before a lost segment above the
+ *   highest SACKed one.
  * - **The RTO's marks** (tcp_timeout_mark_lost): with RACK, segments other than the head
  *   sent within RACK's RTT are not marked lost and stay in flight (cwnd = in flight + 1);
  *   ns-3 marked every one.

@@ -2091,6 +2091,76 @@ class LinuxRtoRecentUnmarkedTestCase : public TestCase
 };
 
 /**
+ * In Loss with SACK every lost segment is resent before new data.  Linux's tcp_process_loss gives
+ * REXMIT_LOST, and tcp_xmit_recovery's tcp_xmit_retransmit_queue (tcp_output.c) resends the
+ * segments marked lost in order as cwnd allows; tcp_write_xmit's new data only comes after.
+ * ns-3's NextSeg (RFC 6675 rule 1) takes a lost segment only below the highest SACKed one, and
+ * gave new data first.  50 segments written on 10 Mbit/s, 30 ms each way; the 21st and the 23rd
+ * lost with their first resends, the 26th to the 50th lost, the 22nd, 24th and 25th delivered:
+ * RACK's Recovery resends the 21st (and the 23rd), nothing later is delivered, and the RTO (in
+ * Recovery: no F-RTO) resends the 21st, whose ACK leaves the 25th SACKed above the 23rd.  As
+ * the RTO resends it the application writes 10 more segments.  Each of the 26th to the 50th is
+ * resent before the first of them.
+ */
+class LinuxLossResendsLostFirstTestCase : public TestCase
+{
+  public:
+    LinuxLossResendsLostFirstTestCase()
+        : TestCase("SACK: in Loss every lost segment is resent before new data (tcp_xmit_retransmit_queue)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("10Mbps", "30ms");
+        std::multimap<int64_t, Time> lost{{SegmentSeq(21), Time(0)}, {SegmentSeq(21), Time(0)},
+                                          {SegmentSeq(23), Time(0)}, {SegmentSeq(23), Time(0)}};
+        for (uint32_t i = 26; i <= 50; ++i)
+        {
+            lost.emplace(SegmentSeq(i), Time(0));
+        }
+        auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
+        device->SetAttribute("ReceiveErrorModel", PointerValue(Create<DelayErrorModel>(device, lost, [](int64_t) {})));
+        Ptr<MagnetReplayApplication> app;
+        std::map<int64_t, std::vector<Time>> sends;
+        Time rtoResend;
+        std::function<void(Ptr<const Packet>)> onTx = [&](Ptr<const Packet> frame) {
+            const int64_t seq = DataSeq(frame);
+            if (seq < 0)
+            {
+                return;
+            }
+            sends[seq].push_back(Simulator::Now());
+            if (seq == SegmentSeq(21) && sends[seq].size() == 3)
+            {
+                rtoResend = Simulator::Now();
+                app->GetSocket()->Send(Create<Packet>(10 * 1448));
+            }
+        };
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onTx));
+        app = bench.Install(Periodic(1, 50 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ(socket->GetLossStats().rtos, 1, "one RTO");
+        NS_TEST_ASSERT_MSG_EQ(rtoResend.IsStrictlyPositive(), true, "the RTO resent the 21st (the scenario)");
+        NS_TEST_ASSERT_MSG_EQ(sends.count(SegmentSeq(51)), 1, "the written 51st sent");
+        NS_TEST_ASSERT_MSG_LT(sends[SegmentSeq(50)].front(), rtoResend, "the 50th first sent before the RTO (the scenario)");
+        const Time fresh = sends.count(SegmentSeq(51)) ? sends[SegmentSeq(51)].front() : Time::Max();
+        uint32_t before = 0;
+        for (uint32_t i = 26; i <= 50; ++i)
+        {
+            const auto& times = sends[SegmentSeq(i)];
+            before += times.size() >= 2 && times[1] > rtoResend && times[1] < fresh ? 1 : 0;
+        }
+        NS_TEST_ASSERT_MSG_EQ(before, 25, "the 26th to the 50th resent after the RTO, before the 51st");
+        Simulator::Destroy();
+    }
+};
+
+/**
  * An application write in Loss sends new data, not a resend.  Linux's tcp_sendmsg pushes with
  * tcp_push, whose tcp_write_xmit walks only the unsent data (from sk_send_head); lost segments
  * are resent on ACKs and timers (tcp_xmit_recovery's tcp_xmit_retransmit_queue,
@@ -2474,6 +2544,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxWriteInLossTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoTimestampUndoTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoRecentUnmarkedTestCase, Duration::QUICK);
+        AddTestCase(new LinuxLossResendsLostFirstTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesGiveUpTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynRetriesTestCase, Duration::QUICK);
