@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 import magnetlib
-from magnetlib import app_demand, synth
+from magnetlib import app_demand, app_metrics, synth
+from magnetlib.knobs import Queue
 from magnetlib.format import Event
 from magnet.replay import ns3
 from magnet.replay.scenario import Path as NetPath, Scenario, cross
@@ -298,3 +299,43 @@ def test_cli_tcp_model_reaches_ns3(programs, demand_csv, tmp_path):
             proc = run_magnet("replay", "ns3", demand, *extra, *flags, "--no-plots", "-o", tmp_path / model,
                               check=True)
             assert f"Model={model} " in proc.stdout_text, proc.stdout_text
+
+
+# ------------------------------------------------ where a side's wire is seen ---
+# A 1 MB download fills the reverse bottleneck's 20-packet queue (and overflows it in slow
+# start) while the server writes 50 bytes every 100 ms on a second, idle connection.
+LOADED = """\
+1,open,client,0,0,-1,0,0,0
+2,open,client,0,0,-1,0,0,0
+1,send,client,1000000,100,0,0,1000000,0
+1,send,server,2000000,1000000,1,100,0,0
+""" + "".join(f"2,send,server,{200 + 100 * k}000000,50,0,0,{200 if k == 0 else 100}000000,0\n" for k in range(10))
+
+
+def test_dev_send_is_when_the_device_takes_a_segment_before_the_bottleneck_queue(programs, tmp_path):
+    """As Linux's capture sees it on the TUN device in front of linkem: a segment dropped at
+    the bottleneck's queue was sent (and so counts as retransmitted bytes once resent), and a
+    small write on an idle connection leaves its host at once, however long it then queues."""
+    csv = tmp_path / "loaded.csv"
+    csv.write_text(COLUMNS + "\n" + LOADED)
+    app_demand.read(csv)
+    path = NetPath(rate_bps=5_000_000, delay_ns=20 * MS, queue=Queue(20, "packets"), duplex=True)
+    run = ns3.run_app(csv, tmp_path / "out", Scenario(path=(path,)), programs=programs)
+    assert (run.connections.status == "ok").all()
+    drops = run.summary["bottleneck_reverse"]["queue_drops"]
+    assert drops > 0 and run.summary["bottleneck_reverse"]["loss_drops"] == 0
+    server, client = run.summary["server"], run.summary["client"]
+    assert server["dev_send"] == client["dev_recv"] + drops          # every dropped copy left the host
+    profile = app_metrics.profile(run.traces["client"], run.traces["server"])
+    assert app_metrics.totals(profile)["retrans"] >= drops * 1448
+    stamps = {}
+    for side in ("server", "client"):
+        with magnetlib.open(run.traces[side]) as trace:
+            pos = trace.select([Event.SOCK_SEND, Event.DEV_SEND, Event.DEV_RECV], sockid=2)
+            ev, ns = trace.column_at("event", pos), trace.ns_at(pos)
+            stamps[side] = {e: ns[ev == e] for e in (Event.SOCK_SEND, Event.DEV_SEND, Event.DEV_RECV)}
+    wrote, left = stamps["server"][Event.SOCK_SEND], stamps["server"][Event.DEV_SEND]
+    arrived = stamps["client"][Event.DEV_RECV]
+    assert len(wrote) == len(left) == len(arrived) == 10
+    assert (left - wrote < MS).all()                                 # out of the host at the write ...
+    assert (arrived - wrote).max() > 20 * MS + 20 * MS               # ... then queued behind the download

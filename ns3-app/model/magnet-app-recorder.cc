@@ -51,7 +51,10 @@ MagnetSideRecorder::Attach(Ptr<MagnetConnectionApplication> app)
 void
 MagnetSideRecorder::AttachDevice(Ptr<NetDevice> device)
 {
-    device->TraceConnectWithoutContext("PhyTxBegin", MakeCallback(&MagnetSideRecorder::OnDevTx, this));
+    // A segment leaves the host when its device takes it (MacTx, before the device's queue),
+    // where Linux's net_dev_start_xmit sees it on the TUN device in front of linkem: this
+    // device is also the bottleneck, whose queueing and drops are the path's, not the host's.
+    device->TraceConnectWithoutContext("MacTx", MakeCallback(&MagnetSideRecorder::OnDevTx, this));
     device->TraceConnectWithoutContext("PhyRxEnd", MakeCallback(&MagnetSideRecorder::OnDevRx, this));
 }
 

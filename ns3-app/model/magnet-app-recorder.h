@@ -28,7 +28,8 @@ struct MagnetSideCounts
  * @brief Records one side (client or server) of a whole-application replay as a
  * magnet trace, in the form of a real capture of that host: SOCK_SEND and
  * SOCK_RECV per socket call of its connection applications, DEV_SEND and
- * DEV_RECV per data segment its device sent or received (TCP payload bytes).
+ * DEV_RECV per data segment its device took to send (MacTx, before its queue: copies
+ * the bottleneck then drops included) or received (TCP payload bytes).
  * The sockid of every record is the connection's number, on both sides.
  */
 class MagnetSideRecorder
