@@ -1806,9 +1806,9 @@ RunStall(MagnetTcpConfig tcp, bool frto, bool hold, uint32_t segments = 60, bool
             {
                 run.sends[seq].push_back(Simulator::Now());
                 order.emplace_back(Simulator::Now(), seq);
-                if (lateWrite && seq == SegmentSeq(segments) && run.sends[seq].size() == 1)
+                if (lateWrite && seq == SegmentSeq(segments) && run.sends[seq].size() == 1 && !rto.IsZero())
                 {
-                    // The write's last segment sent: one more full segment written 1 ms later.
+                    // The write's last segment sent after the RTO: one more full segment written 1 ms later.
                     Simulator::Schedule(MilliSeconds(1), [&]() { app->GetSocket()->Send(Create<Packet>(1448)); });
                 }
             }
@@ -2165,10 +2165,11 @@ class LinuxLossResendsLostFirstTestCase : public TestCase
  * tcp_push, whose tcp_write_xmit walks only the unsent data (from sk_send_head); lost segments
  * are resent on ACKs and timers (tcp_xmit_recovery's tcp_xmit_retransmit_queue,
  * tcp_retransmit_timer).  ns-3's write scheduled SendPendingData, whose NextSeg gives a lost
- * segment first.  The spurious-RTO stall of the F-RTO cases with 51 segments written: F-RTO's
- * new data on the ACK of the resent 21st is the 51st alone (cwnd 2, room for one more), and
- * 1 ms later the application writes a 52nd.  Linux sends it; ns-3 resent the 22nd, which was
- * only held back.  With and without SACK.
+ * segment first.  The spurious-RTO stall of the F-RTO cases with 51 segments written (52 with
+ * SACK: the loss probe sends the 51st before the RTO): F-RTO's new data on the ACK of the resent
+ * 21st is the last written segment alone (cwnd 2, room for one more), and 1 ms later the
+ * application writes one more.  Linux sends it; ns-3 resent the 22nd, which was only held back.
+ * With and without SACK.
  */
 class LinuxWriteInLossTestCase : public TestCase
 {
@@ -2185,11 +2186,15 @@ class LinuxWriteInLossTestCase : public TestCase
         {
             MagnetTcpConfig tcp;
             tcp.sack = sack;
-            const StallRun run = RunStall(tcp, true, true, 51, true);
+            const uint32_t written = sack ? 52 : 51;
+            const StallRun run = RunStall(tcp, true, true, written, true);
             const std::string with = sack ? " (SACK)" : " (no SACK)";
             NS_TEST_ASSERT_MSG_EQ(run.loss.rtos, 1, "one RTO" + with);
-            NS_TEST_ASSERT_MSG_EQ(run.loss.frtoNew, 1, "the 51st on the ACK of the resent 21st (the scenario)" + with);
-            NS_TEST_ASSERT_MSG_EQ(run.sends.count(SegmentSeq(52)), 1, "the written 52nd sent" + with);
+            NS_TEST_ASSERT_MSG_EQ(run.loss.frtoNew, 1, "F-RTO's new data on the ACK of the resent 21st (the scenario)" + with);
+            NS_TEST_ASSERT_MSG_EQ(run.sends.at(SegmentSeq(written)).size(), 1, "... the last written segment, once (the scenario)" + with);
+            NS_TEST_ASSERT_MSG_EQ(run.sends.count(SegmentSeq(written + 1)), 1, "the segment written in Loss sent" + with);
+            NS_TEST_ASSERT_MSG_LT(run.sends.at(SegmentSeq(written)).front(), run.sends.at(SegmentSeq(written + 1)).front(),
+                                  "... after F-RTO's (the scenario)" + with);
             NS_TEST_ASSERT_MSG_EQ(run.sends.at(SegmentSeq(22)).size(), 1, "the 22nd not resent on the write" + with);
             NS_TEST_ASSERT_MSG_EQ(run.Resent(), 1, "the 21st the one segment resent" + with);
             NS_TEST_ASSERT_MSG_EQ(run.loss.spuriousRtos, 1, "the RTO undone" + with);
