@@ -399,6 +399,19 @@ def test_no_stack_draws_what_a_stack_of_the_next_seed_draws():
             seen[s] = f"stack {k} of seed {seed}"
 
 
+def test_a_duplex_path_logs_its_reverse_direction_too(programs, ftp_demand, tmp_path):
+    """As linkem's reverse.linklog: on a duplex path with cross traffic both ways, the
+    reverse direction's queue holds the reverse flows' data and the forward one's ACKs."""
+    for duplex in (True, False):
+        chain = Scenario(stacks=1, path=(NetPath(duplex=duplex),), cross=(cross("tcp:2"),))
+        ns3.run_chain(ftp_demand[1], tmp_path / str(duplex), chain, Ns3Options(link_log=True), programs=programs)
+        reverse = tmp_path / str(duplex) / "stack-1.reverse.linklog"
+        assert reverse.exists() is duplex
+    records = linklog.read_file(tmp_path / "True" / "stack-1.reverse.linklog")
+    assert (records["bytes"] == 1500).sum() > 1000 and (records["bytes"] < 100).sum() > 100
+    assert records["queue_packets"].max() > 10
+
+
 def test_cross_traffic_shares_the_bottleneck(programs, ftp_demand, tmp_path):
     quiet = ns3.run_chain(ftp_demand[1], tmp_path / "quiet", Scenario(stacks=1), programs=programs)
     busy = {}

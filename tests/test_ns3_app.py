@@ -201,6 +201,26 @@ def test_duplex_cross_traffic_runs_both_ways(programs, demand_csv, tmp_path):
     assert drops[True] > 0 and drops[False] == 0
 
 
+def test_the_whole_application_replay_logs_both_directions_of_its_bottleneck(programs, tmp_path):
+    """Ns3Options(link_log=True): stack-1.linklog and, on a duplex path, stack-1.reverse.linklog
+    (linkem's forward and reverse logs); each side's data segments enter its direction's log
+    at their DEV_SEND, and the 400 kB answer waits in the reverse queue after it."""
+    csv = tmp_path / "download.csv"
+    csv.write_text(COLUMNS + "\n" + ONE_WAY)
+    scenario = Scenario(path=(NetPath(rate_bps=5_000_000, delay_ns=10 * MS, duplex=True),))
+    run = ns3.run_app(csv, tmp_path / "out", scenario, ns3.Ns3Options(link_log=True), programs=programs)
+    from magnet.replay import linklog
+    for side, log in (("client", "stack-1.linklog"), ("server", "stack-1.reverse.linklog")):
+        with magnetlib.open(run.traces[side]) as trace:
+            pos = trace.select([Event.DEV_SEND])
+            sent = trace.ns_at(pos)[trace.column_at("size", pos) > 0]
+        records = linklog.read_file(run.out_dir / log)
+        entered = np.asarray(records["arrival_ns"])
+        assert len(sent) and np.isin(sent, entered).all(), side
+    waits = np.asarray(linklog.read_file(run.out_dir / "stack-1.reverse.linklog")["wait_ns"])
+    assert waits.max() > 50 * MS                   # the answer queued behind its own window
+
+
 def test_chain_args_carry_duplex_and_a_simplex_chain_is_unchanged():
     assert "--duplex=0,1" in ns3.chain_args(Scenario(stacks=2, path=(NetPath(), NetPath(duplex=True))))
     assert "--duplex=0" in ns3.chain_args(Scenario(stacks=1))

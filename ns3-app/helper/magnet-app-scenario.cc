@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-app-scenario.h"
 
+#include "magnet-link-log.h"
 #include "magnet-tcp-profile.h"
 
 #include "ns3/boolean.h"
@@ -172,6 +173,24 @@ MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
     }
     auto forward = CountDrops(path.BottleneckTx(), path.BottleneckRx());
     auto backward = CountDrops(path.BottleneckRx(), path.BottleneckTx());
+    // --linkLog: the bottleneck's per-packet log, as the chain's (stack-1.linklog, and on a
+    // duplex path stack-1.reverse.linklog).
+    std::unique_ptr<MagnetLinkLog> linkLogs[2];
+    if (m_config.linkLog && !m_config.outDir.empty())
+    {
+        Time before;
+        Time after;
+        for (uint32_t hop = 0; hop < pathConfig.hops; ++hop)
+        {
+            (hop < pathConfig.Bottleneck() ? before : after) +=
+                hop == pathConfig.Bottleneck() ? Time() : pathConfig.HopDelay(hop);
+        }
+        linkLogs[0] = std::make_unique<MagnetLinkLog>(path.BottleneckTx(), path.BottleneckRx(), before, after);
+        if (pathConfig.duplex)
+        {
+            linkLogs[1] = std::make_unique<MagnetLinkLog>(path.BottleneckRx(), path.BottleneckTx(), after, before);
+        }
+    }
 
     auto wall = std::chrono::steady_clock::now();
     double cpu = CpuSeconds();
@@ -197,6 +216,13 @@ MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
     if (!m_config.outDir.empty())
     {
         replay.WriteResults(m_config.outDir);
+    }
+    for (size_t way : {0, 1})
+    {
+        if (linkLogs[way])
+        {
+            linkLogs[way]->Write(m_config.outDir + (way ? "/stack-1.reverse.linklog" : "/stack-1.linklog"));
+        }
     }
     Simulator::Destroy();
     return result;

@@ -193,6 +193,12 @@ MagnetChain::BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4Ad
         }
         stack.linkLog = std::make_unique<MagnetLinkLog>(stack.path.BottleneckTx(), stack.path.BottleneckRx(),
                                                         before, after);
+        if (config.duplex)
+        {
+            // The reverse direction's own rate and queue: logged as linkem's reverse.linklog.
+            stack.reverseLog = std::make_unique<MagnetLinkLog>(stack.path.BottleneckRx(),
+                                                               stack.path.BottleneckTx(), after, before);
+        }
     }
     if (!m_config.cross.empty())
     {
@@ -266,6 +272,11 @@ MagnetChain::Collect(uint32_t k, const Stack& stack, MagnetCost cost, uint64_t g
     {
         r.linkLog = TracePath(k, ".linklog");
         stack.linkLog->Write(r.linkLog);
+    }
+    if (stack.reverseLog)
+    {
+        r.reverseLinkLog = TracePath(k, ".reverse.linklog");
+        stack.reverseLog->Write(r.reverseLinkLog);
     }
     if (!r.trace.empty())
     {

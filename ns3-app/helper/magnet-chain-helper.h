@@ -74,6 +74,7 @@ struct MagnetStackResult
     std::string trace;
     std::string newBytes; //!< stack-K.new.npy: new bytes of each DEV_SEND (empty: not written)
     std::string linkLog;  //!< stack-K.linklog: the bottleneck's per-packet log (empty: not written)
+    std::string reverseLinkLog; //!< duplex: stack-K.reverse.linklog, the reverse direction's
     std::string failure;  //!< why its connection failed or broke (empty: it did not)
 };
 
@@ -125,6 +126,7 @@ class MagnetChain
         std::unique_ptr<MagnetStackRecorder> recorder;
         std::unique_ptr<MagnetCrossTraffic> cross;
         std::unique_ptr<MagnetLinkLog> linkLog;
+        std::unique_ptr<MagnetLinkLog> reverseLog; //!< duplex: the reverse direction's
     };
 
     Stack BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4AddressHelper& ip,
