@@ -1021,6 +1021,37 @@ MagnetLinuxTcpSocket::GetTcpNoDelay() const
     return m_userNoDelay;
 }
 
+int
+MagnetLinuxTcpSocket::Close()
+{
+    return PushFin([this]() { return TcpSocketBase::Close(); });
+}
+
+int
+MagnetLinuxTcpSocket::ShutdownSend()
+{
+    return PushFin([this]() { return TcpSocketBase::ShutdownSend(); });
+}
+
+int
+MagnetLinuxTcpSocket::PushFin(const std::function<int()>& close)
+{
+    // tcp_send_fin (from tcp_close and tcp_shutdown): the FIN goes on the last unsent
+    // segment and __tcp_push_pending_frames(sk, mss, TCP_NAGLE_OFF) sends at once what
+    // the windows allow.  TcpSocketBase, with data unsent, only set m_closeOnEmpty and
+    // waited for an ACK to send more, Nagle holding the short tail until then.  Once per
+    // close, as tcp_close_state moves the state once: an application closing again from the
+    // send callback this push raises (NotifySend) pushes nothing more.
+    bool closing = m_closeOnEmpty;
+    int r = close();
+    if (!closing && m_closeOnEmpty && (m_state == ESTABLISHED || m_state == CLOSE_WAIT) &&
+        m_txBuffer->SizeFromSequence(m_tcb->m_nextTxSequence) > 0)
+    {
+        SendPendingData(m_connected);
+    }
+    return r;
+}
+
 void
 MagnetLinuxTcpSocket::UpdateNagle() const
 {
@@ -1032,7 +1063,10 @@ MagnetLinuxTcpSocket::UpdateNagle() const
     // Nagle is for new data: Linux retransmits (after an RTO, in recovery) whatever the size.
     bool retransmitting = m_txBuffer->GetLost() > 0 || m_tcb->m_congState == TcpSocketState::CA_LOSS ||
                           m_tcb->m_congState == TcpSocketState::CA_RECOVERY;
-    const_cast<MagnetLinuxTcpSocket*>(this)->m_noDelay = m_userNoDelay || !shortOut || retransmitting;
+    // Closing: the short segment TcpSocketBase would hold is the last, the one with the FIN,
+    // which tcp_nagle_test never holds ("Don't use the nagle rule ... for the final FIN").
+    const_cast<MagnetLinuxTcpSocket*>(this)->m_noDelay =
+        m_userNoDelay || !shortOut || retransmitting || m_closeOnEmpty;
 }
 
 uint32_t

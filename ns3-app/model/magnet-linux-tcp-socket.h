@@ -9,6 +9,7 @@
 #include "ns3/tcp-socket-base.h"
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -35,7 +36,12 @@ namespace ns3
  *   ato.  A segment holding a write's last byte carries a tag that stands
  *   for the PSH flag (added as it leaves; the sender keeps the writes' ends).
  * - **Nagle** as Minshall's variant (tcp_nagle_check): a short segment is
- *   held only while an earlier short segment is unacknowledged.
+ *   held only while an earlier short segment is unacknowledged.  Closing
+ *   (close or shutdown with data unsent) puts the FIN on the last segment and
+ *   sends at once with Nagle off (tcp_send_fin: __tcp_push_pending_frames with
+ *   TCP_NAGLE_OFF; tcp_nagle_test passes a segment with a FIN); ns-3 only
+ *   marked the socket to close once the buffer was sent, and Nagle still held
+ *   a write's short tail until the ACK of an earlier short segment.
  * - **RTT and RTO**: samples from each segment's send time, to the
  *   microsecond (Linux prefers them to the timestamp echo, which it uses
  *   only for retransmitted data), and Linux's estimator and RTO
@@ -128,6 +134,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     Ptr<Packet> Recv(uint32_t maxSize, uint32_t flags) override;
     void SetTcpNoDelay(bool noDelay) override;
     bool GetTcpNoDelay() const override;
+    int Close() override;
+    int ShutdownSend() override;
 
     /** What the receiver side did, for tests: ACKs sent, and of them delayed ones. */
     struct AckStats
@@ -218,6 +226,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
 
     // ---- sending ----
     void UpdateNagle() const;
+    int PushFin(const std::function<int()>& close); //!< close, then tcp_send_fin's push, Nagle off
     void SlowStartAfterIdleCheck();
     void SndBufExpand();
     bool OnlyUnlostLeft() const; //!< in Recovery with SACK, NextSeg has no lost segment or new data

@@ -505,7 +505,8 @@ class LinuxNagleTestCase : public TestCase
         MagnetTcpConfig tcp;
         tcp.model = model;
         Bench bench("100Mbps", "100ms", tcp);
-        bench.Install(Periodic(2, 3284, MilliSeconds(10)));
+        // Open: a close would send the held tail with its FIN (LinuxCloseNagleTestCase).
+        bench.Install(Periodic(2, 3284, MilliSeconds(10)))->SetAttribute("CloseAtEnd", BooleanValue(false));
         Simulator::Run();
         std::vector<std::pair<int64_t, int>> out;
         for (const auto& [t, payload] : bench.sent[0])
@@ -533,6 +534,67 @@ class LinuxNagleTestCase : public TestCase
         NS_TEST_ASSERT_MSG_EQ((Segments("ns3") ==
                                List{{0, 1448}, {0, 1448}, {10, 1448}, {10, 1448}, {410, 776}}),
                               true, "ns-3's Nagle holds the first tail, the two leave together");
+    }
+};
+
+/**
+ * A response as HTTP/1.1 servers write it: 256 B of header, then 10000 B of body
+ * 1 ms later, then close (or shutdown) 4 ms after the header left, over 200 ms.
+ * The header is a short segment out, so Nagle holds the body's 1312-byte tail;
+ * Linux's close sends it at once with the FIN (tcp_send_fin pushes with
+ * TCP_NAGLE_OFF, tcp_nagle_test passes a FIN), ns-3 held it until the header's
+ * ACK, a round trip later.
+ */
+class LinuxCloseNagleTestCase : public TestCase
+{
+  public:
+    LinuxCloseNagleTestCase()
+        : TestCase("closing sends the tail Nagle holds, with the FIN, at once")
+    {
+    }
+
+  private:
+    /** When (ms after the header) the tail left, and the bytes the peer read. */
+    std::pair<int64_t, uint32_t> Tail(const std::string& model, bool shutdown)
+    {
+        MagnetTcpConfig tcp;
+        tcp.model = model;
+        Bench bench("100Mbps", "100ms", tcp);
+        bench.Listen();
+        auto app = bench.Writer({{0, 256}, {1000000, 10000}});
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        std::function<void(Ptr<const Packet>)> sent = [app, shutdown](Ptr<const Packet> frame) {
+            if (Payload(frame) == 256)
+            {
+                Simulator::Schedule(MilliSeconds(4), [app, shutdown]() {
+                    shutdown ? app->GetSocket()->ShutdownSend() : app->GetSocket()->Close();
+                });
+            }
+        };
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", Callback<void, Ptr<const Packet>>(sent));
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        auto header = bench.Times(0, 256);
+        auto tail = bench.Times(0, 1312);
+        std::pair<int64_t, uint32_t> out{-1, bench.received};
+        if (header.size() == 1 && tail.size() == 1)
+        {
+            out.first = (tail[0] - header[0]).GetMilliSeconds();
+        }
+        Simulator::Destroy();
+        return out;
+    }
+
+    void DoRun() override
+    {
+        for (bool shutdown : {false, true})
+        {
+            auto [at, read] = Tail("linux", shutdown);
+            NS_TEST_ASSERT_MSG_EQ(at, 4, "the tail leaves with the close, not after the header's ACK (200 ms)");
+            NS_TEST_ASSERT_MSG_EQ(read, 10256, "the whole response arrived");
+        }
+        auto [at, read] = Tail("ns3", false);
+        NS_TEST_ASSERT_MSG_GT_OR_EQ(at, 200, "ns-3's own TCP holds it a round trip, for the header's ACK");
     }
 };
 
@@ -2510,6 +2572,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxAcksTestCase, Duration::QUICK);
         AddTestCase(new LinuxDelayedAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxNagleTestCase, Duration::QUICK);
+        AddTestCase(new LinuxCloseNagleTestCase, Duration::QUICK);
         AddTestCase(new LinuxAutotuningTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
