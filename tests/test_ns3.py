@@ -82,7 +82,8 @@ def test_linux_tcp_test_suite_passes(programs):
     a real loss: new data first, then the resends, without SACK clocked by duplicate ACKs
     counted in Loss), an RTO in Recovery keeping the recovery's ssthresh (tcp_enter_loss), a write in Loss sending
     new data, not a lost segment (tcp_write_xmit), an RTO undone by the first ACK echoing a time
-    before the resend (tcp_try_undo_loss: tcp_packet_delayed), with RACK the RTO marking the head
+    before the resend (tcp_try_undo_loss: tcp_packet_delayed), a resent segment the receiver has
+    drawing an ACK that echoes the resend's timestamp (tcp_replace_ts_recent), with RACK the RTO marking the head
     lost, not segments sent within RACK's RTT (tcp_timeout_mark_lost), with SACK in Loss every lost
     segment resent before new data (tcp_xmit_retransmit_queue), giving up (a
     100 s outage survived, a black hole given up 924.6 s after the first RTO, the RTO doubling
@@ -91,7 +92,7 @@ def test_linux_tcp_test_suite_passes(programs):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("PASS magnet-linux-tcp"), proc.stdout
-    assert sum(line.strip().startswith("PASS") for line in lines) == 41, proc.stdout
+    assert sum(line.strip().startswith("PASS") for line in lines) == 42, proc.stdout
 
 
 def test_linux_profiles_kept_packet_count_is_the_walks(programs, monkeypatch):

@@ -2569,7 +2569,12 @@ MagnetLinuxTcpSocket::DoForwardUp(Ptr<Packet> packet, const Address& fromAddress
     // ones never resent.  Linux processes every ACK there (tcp_ack) and closes only when
     // the FIN is ACKed: an ACK short of it is taken as in CLOSE_WAIT.
     TcpHeader header;
-    bool ackOnly = packet->PeekHeader(header) &&
+    const bool parsed = packet->PeekHeader(header);
+    if (parsed)
+    {
+        ReplaceTsRecent(header, packet->GetSize() - header.GetSerializedSize());
+    }
+    bool ackOnly = parsed &&
                    (header.GetFlags() & ~(TcpHeader::PSH | TcpHeader::URG | TcpHeader::CWR |
                                           TcpHeader::ECE)) == TcpHeader::ACK;
     if (m_state != LAST_ACK || !ackOnly || header.GetAckNumber() > m_tcb->m_highTxMark.Get())
@@ -2585,6 +2590,40 @@ MagnetLinuxTcpSocket::DoForwardUp(Ptr<Packet> packet, const Address& fromAddress
         // Taken as in CLOSE_WAIT, an ACK of all the data cancelled the timer that resends
         // the FIN (nothing is out there once the data is ACKed): re-arm it.
         RearmRto();
+    }
+}
+
+void
+MagnetLinuxTcpSocket::ReplaceTsRecent(const TcpHeader& header, uint32_t payload)
+{
+    // tcp_replace_ts_recent, from tcp_ack (FLAG_UPDATE_TS_RECENT) once tcp_validate_incoming
+    // passed the segment: ts_recent, the value every ACK echoes, takes the TSval of an
+    // acceptable segment (tcp_sequence: end_seq not before rcv_wup; an ACK neither older than
+    // snd_una nor beyond snd_nxt) that starts at or before rcv_wup (!after(seq, rcv_wup)) and
+    // passes PAWS (tcp_paws_check: TSval not before ts_recent).  So a segment resent after its
+    // ACK was lost, data the receiver already has, is echoed in the ACK it draws, and the
+    // sender's RTT sample (tcp_rtt_tsopt_us) is the resend's.  ns-3 takes a TSval only from a
+    // segment at rcv_nxt (ProcessOptionTimestamp) and echoed the original's: an RTT sample of
+    // RTO + RTT, which inflated srtt and rttvar and the next RTOs.
+    const uint8_t flags = header.GetFlags();
+    if (!m_timestampEnabled || !header.HasOption(TcpOption::TS) || !(flags & TcpHeader::ACK) ||
+        (flags & (TcpHeader::SYN | TcpHeader::RST)) ||
+        (m_state != ESTABLISHED && m_state != CLOSE_WAIT && m_state != FIN_WAIT_1 &&
+         m_state != FIN_WAIT_2 && m_state != CLOSING && m_state != LAST_ACK))
+    {
+        return;
+    }
+    const SequenceNumber32 seq = header.GetSequenceNumber();
+    const SequenceNumber32 end = seq + payload + ((flags & TcpHeader::FIN) ? 1 : 0);
+    const SequenceNumber32 ack = header.GetAckNumber();
+    if (end < m_rcvWup || seq > m_rcvWup || ack < m_txBuffer->HeadSequence() || ack > m_tcb->m_highTxMark.Get())
+    {
+        return;
+    }
+    auto ts = DynamicCast<const TcpOptionTS>(header.GetOption(TcpOption::TS));
+    if (static_cast<int32_t>(m_timestampToEcho - ts->GetTimestamp()) <= 0)
+    {
+        m_timestampToEcho = ts->GetTimestamp();
     }
 }
 

@@ -184,6 +184,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader) override;
     void ReTxTimeout() override;
     void DoForwardUp(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress) override;
+    /** tcp_replace_ts_recent: the TSval this end echoes, from an acceptable segment at or before rcv_wup. */
+    void ReplaceTsRecent(const TcpHeader& header, uint32_t payload);
     void DoDispose() override;
     void NotifyConstructionCompleted() override;
 

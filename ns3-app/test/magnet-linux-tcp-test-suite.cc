@@ -2562,6 +2562,57 @@ class LinuxMayRaiseCwndTestCase : public TestCase
     }
 };
 
+/**
+ * The echo of a segment the receiver already has.  Linux's tcp_replace_ts_recent (from tcp_ack,
+ * FLAG_UPDATE_TS_RECENT) sets ts_recent from any acceptable segment that starts at or before
+ * rcv_wup, so when a segment's ACK is lost and the RTO resends it, the duplicate ACK it draws
+ * echoes the resend's TSval and the sender's RTT sample (tcp_rtt_tsopt_us) is one round trip.
+ * ns-3 takes a TSval only from a segment at rcv_nxt: it echoed the original's, a sample of
+ * RTO + RTT.  500 B written at 0 and at 500 ms over 10 Mbit/s, 10 ms each way, the ACK of the
+ * second lost: the loss probe (at the RTO's time, about 220 ms: tcp_schedule_loss_probe) resends
+ * it, and its ACK leaves srtt about 20 ms and the RTO about 220 ms (ns-3's echo: a sample of
+ * about 240 ms, an RTO of 290 ms).
+ */
+class LinuxDuplicateEchoTestCase : public TestCase
+{
+  public:
+    LinuxDuplicateEchoTestCase()
+        : TestCase("a resent segment the receiver has draws an ACK echoing the resend (tcp_replace_ts_recent)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("10Mbps", "10ms");
+        const int64_t secondAck = 1 + 2 * 500;
+        bool lost = false;
+        bench.LoseSeq({}, 1 + 500);
+        bench.devices.Get(0)->SetAttribute("ReceiveErrorModel", PointerValue(Create<FilterErrorModel>([&](Ptr<const Packet> p) {
+                                               if (lost || PureAck(p) != secondAck)
+                                               {
+                                                   return false;
+                                               }
+                                               lost = true;
+                                               return true;
+                                           })));
+        auto app = bench.Install(Periodic(2, 500, MilliSeconds(500)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        Time rto;
+        SenderTraces traces;
+        traces.rto = [&](Time, Time now) { rto = now; };
+        traces.Connect(app);
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ(lost, true, "the ACK of the second write lost (the scenario)");
+        NS_TEST_ASSERT_MSG_EQ(socket->GetLossStats().rtos, 0, "no RTO: the loss probe resends it first");
+        NS_TEST_ASSERT_MSG_EQ(bench.seqSent.size(), 2, "the second write resent once");
+        NS_TEST_ASSERT_MSG_LT(rto, MilliSeconds(230), "the RTO after it: srtt about 20 ms + 200 ms");
+        Simulator::Destroy();
+    }
+};
+
 class MagnetLinuxTcpTestSuite : public TestSuite
 {
   public:
@@ -2611,6 +2662,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxRtoInRecoveryTestCase, Duration::QUICK);
         AddTestCase(new LinuxWriteInLossTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoTimestampUndoTestCase, Duration::QUICK);
+        AddTestCase(new LinuxDuplicateEchoTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoRecentUnmarkedTestCase, Duration::QUICK);
         AddTestCase(new LinuxLossResendsLostFirstTestCase, Duration::QUICK);
         AddTestCase(new LinuxRetriesOutageTestCase, Duration::QUICK);
