@@ -11,7 +11,11 @@ time zero and when to give up (CLOCK_MONOTONIC ns, the same for both sides).  Ea
 opens at its time (or after the opener read all of another), each row is due
 think_ns after the latest of (its wait_bytes read, the side's previous row done, the
 open) and issued once the socket is established; every socket is read whenever
-data arrives.  The opener tells the peer over the control socket (a socketpair
+data arrives.  When one poll reads several connections' bytes at once, a row they
+allow also waits for the rows of the other connections that the capture's process
+wrote before its think time began and that poll allowed too (Side.held_by), so the
+side writes in its process's order, not in that of due times collapsed on one batch
+of reads.  The opener tells the peer over the control socket (a socketpair
 across the namespaces) which local port each connection came from and when it
 opened, so the acceptor knows an accepted socket's connection.
 
@@ -59,7 +63,8 @@ class Conn:
     """One connection's state on this side."""
     __slots__ = ("k", "sock", "opener", "next", "end", "received", "sent", "open_at", "established",
                  "prev_done", "pending", "row_due", "scheduled", "wait_ptr", "shut", "eof", "done",
-                 "status", "connecting", "events", "cookie", "port", "issued", "sched_at")
+                 "status", "connecting", "events", "cookie", "port", "issued", "sched_at", "held", "held_i",
+                 "own_due", "held_last")
 
     def __init__(self, k: int, first: int, end: int):
         self.k, self.next, self.end = k, first, end
@@ -71,6 +76,8 @@ class Conn:
         self.row_due = self.issued = self.sched_at = 0
         self.scheduled = self.shut = self.eof = self.done = self.connecting = False
         self.status = None
+        self.held = None                       # rows of other connections its next row waits for,
+        self.held_i = self.own_due = self.held_last = 0    # the first not gone yet; its due; the last gone
         self.events = 0
         self.cookie = self.port = 0
 
@@ -82,8 +89,16 @@ class Side:
         self.kind, self.size = plan.kind, plan.size
         self.wait, self.think, self.time = plan.wait, plan.think, plan.time_ns
         self.met = np.full(len(plan.kind), -1, np.int64)       # when each row's wait_bytes were read
+        self.went_at = np.full(len(plan.kind), -1, np.int64)   # when each row's first send() returned
+        self.batch = 0                                         # poll() calls that found events
+        self.met_batch = np.full(len(plan.kind), -1, np.int64) # the one whose reads met each row's wait
+        self.batches: dict[int, list | np.ndarray] = {}        # batch -> rows it met (several connections)
+        self.read_now: list[Conn] = []                         # connections this poll read
+        self.held: list[Conn] = []                             # connections whose next row waits for others
         n = len(plan.number)
+        self.conn_of = np.repeat(np.arange(n), np.asarray(plan.end) - np.asarray(plan.first))
         self.conns = [Conn(k, int(plan.first[k]), int(plan.end[k])) for k in range(n)]
+        self.conn_done = np.zeros(n, bool)
         self.remaining = n
         self.times = {name: np.full(n, -1, np.int64) for name in CONN_TIMES}
         self.dependents: dict[int, list[int]] = {}            # K -> connections this side opens after K
@@ -186,6 +201,7 @@ class Side:
         if timeout > 0 and not select.select([self.epoll_fd], [], [], timeout)[0]:
             return 0
         events = self.selector.select(0)
+        self.batch += 1
         for key, mask in events:
             data = key.data
             if data is None:
@@ -199,7 +215,25 @@ class Side:
                     self.writable(data)
                 if mask & selectors.EVENT_READ and not data.done:
                     self.readable(data)
+        self.end_batch()
         return len(events)
+
+    def end_batch(self) -> None:
+        """The poll's reads are all in: the rows they met, in the demand's order (kept when they
+        are several connections'), then the connections read scheduled, in the order of their
+        next rows in the demand."""
+        rows = self.batches.get(self.batch)
+        if rows is not None:
+            rows = np.asarray(rows, np.int64)
+            if len(set(self.conn_of[rows].tolist())) < 2:
+                del self.batches[self.batch]         # one connection's: its own order holds
+            else:
+                self.batches[self.batch] = rows[np.argsort(np.asarray(self.plan.row)[rows], kind="stable")]
+        read, self.read_now = self.read_now, []
+        if len(read) > 1:
+            read.sort(key=lambda c: int(self.plan.row[c.next]) if c.next < c.end else -1)
+        for c in read:
+            self.advance(c)
 
     # ------------------------------------------------------------ opens ---
     def prepare(self, k: int) -> None:
@@ -349,8 +383,62 @@ class Side:
         else:
             ref = max(c.open_at, c.prev_done or 0, int(self.met[r]) if wait else 0)
             due = max(ref + int(self.think[r]), c.established)
+            held = self.held_by(r, c.k)
+            if held is not None:
+                c.scheduled, c.held, c.held_i, c.own_due, c.held_last = True, held, 0, due, 0
+                self.held.append(c)
+                return
         c.scheduled, c.row_due, c.sched_at = True, due, now_ns()
         self.push(due, ROW, c.k)
+
+    def held_by(self, r: int, k: int) -> np.ndarray | None:
+        """The rows of other connections row r waits for, in the demand's order (None: none).
+        When one poll read several connections' bytes at once (the loop was busy or held off
+        the CPU while they arrived), every row they allow would be due its think time after
+        the same batch of reads, and the side would write the connections' rows in the order
+        of those collapsed due times, not in its process's: a server that answered each of
+        five requests header then body would send the five headers first.  So row r, whose
+        wait_bytes such a poll met, waits for the rows that poll met on other connections
+        which the capture had before r's think time began (earlier in the demand, at or before
+        r's time less its think time) and whose first send() has not returned yet.  Only rows
+        the peer's bytes already allow, each earlier in the demand than the row it holds:
+        nothing waits for the peer through another connection, and no two rows wait for each
+        other.  A row that left in its own poll is never held: the reads' own times order it."""
+        rows = self.batches.get(int(self.met_batch[r])) if self.wait[r] else None
+        if rows is None:
+            return rows
+        order = np.asarray(self.plan.row)
+        rows = rows[(order[rows] < order[r]) & (self.conn_of[rows] != k)
+                    & (np.asarray(self.time)[rows] <= int(self.time[r]) - int(self.think[r]))
+                    & (self.went_at[rows] < 0) & ~self.conn_done[self.conn_of[rows]]]
+        return rows if len(rows) else None
+
+    def release(self) -> None:
+        """Held rows whose blockers have all gone (their first send() returned, or their connection
+        ended): due their think time after the last of them, as after their own previous row,
+        or at their own due time if later."""
+        if not self.held:
+            return
+        waiting = []
+        for c in self.held:
+            if c.done:
+                continue
+            rows, i = c.held, c.held_i
+            while i < len(rows):
+                s = rows[i]
+                if self.went_at[s] >= 0:
+                    c.held_last = max(c.held_last, int(self.went_at[s]))
+                elif not self.conn_done[self.conn_of[s]]:
+                    break
+                i += 1
+            c.held_i = i
+            if i < len(rows):
+                waiting.append(c)
+                continue
+            due = max(c.own_due, c.held_last + int(self.think[c.next]))
+            c.held, c.row_due, c.sched_at = None, due, now_ns()
+            self.push(due, ROW, c.k)
+        self.held = waiting
 
     def do_row(self, c: Conn, due: int) -> None:
         if c.done:
@@ -366,12 +454,16 @@ class Side:
             self.row_done(c, t)
         else:
             self.rows.rows.append((r, c.row_due, t, t, c.sched_at))
+            self.went_at[r] = t
             self.reset(c, t)
 
     def row_done(self, c: Conn, t: int) -> None:
         self.rows.rows.append((c.next, c.row_due, c.issued, t, c.sched_at))
+        if self.went_at[c.next] < 0:
+            self.went_at[c.next] = t
         c.prev_done, c.next, c.scheduled = t, c.next + 1, False
         self.advance(c)
+        self.release()
 
     def writable(self, c: Conn) -> None:
         if c.connecting:
@@ -406,6 +498,9 @@ class Side:
         self.want_write(c, c.pending is not None)
         if c.pending is None:
             self.row_done(c, after)
+        elif self.went_at[c.next] < 0:       # the rest waits for room; the process went on
+            self.went_at[c.next] = after
+            self.release()
 
     def want_write(self, c: Conn, on: bool) -> None:
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if on else 0)
@@ -442,7 +537,7 @@ class Side:
                 break
             c.received += n
             self.note_read(c, t)
-        self.advance(c)
+        self.read_now.append(c)                      # scheduled once the poll's reads are all in
 
     def note_read(self, c: Conn, t: int) -> None:
         """Rows whose wait_bytes this read completed get its time; all of the peer's bytes
@@ -451,6 +546,8 @@ class Side:
         while c.wait_ptr < end and wait[c.wait_ptr] <= received:
             if wait[c.wait_ptr] > 0:
                 self.met[c.wait_ptr] = t
+                self.met_batch[c.wait_ptr] = self.batch
+                self.batches.setdefault(self.batch, []).append(c.wait_ptr)
             c.wait_ptr += 1
         if received >= self.plan.peer_total[c.k] and self.times["read_all_at"][c.k] < 0:
             self.times["read_all_at"][c.k] = t
@@ -495,6 +592,7 @@ class Side:
         if c.done:
             return
         c.done, c.status = True, status
+        self.conn_done[c.k] = True
         self.times["done_at"][c.k] = t
         if isinstance(c.sock, socket.socket):
             if c.events:
@@ -502,6 +600,7 @@ class Side:
             c.sock.close()
             c.sock = None
         self.remaining -= 1
+        self.release()
         if status != "ok":                      # what waits for it will never come
             for j in self.dependents.pop(c.k, []):
                 self.fail(self.conns[j], f"after connection {int(self.plan.number[c.k])}: {status}",
