@@ -80,8 +80,9 @@ $(NS3_PY_STAMP): $(NS3_STAMP)
 demo: setup ns3
 	$(PY) -m magnet.experiments.demo --out $(OUT)/demo
 
+# --durations: the slowest tests, so that the suite's time (about 14 minutes) stays in view.
 test: setup ns3 setup-apps $(NS3_PY_STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 # The suite of real applications (experiments/apps/, docs/apps.md): nginx, redis, memcached,
 # openssh-server, mosquitto, nghttp2-client... installed when missing (as root; under CI a
