@@ -3,6 +3,7 @@
     python -m magnet.replay.cross sink --addr 10.203.1.4
     python -m magnet.replay.cross send --addr 10.203.1.3 --to 10.203.1.4 --rate 20e6 --seed 2 \
         --flows tcp:4 --flows pareto:0.5/1000/500000000/500000000
+        (held over 10 s: --flows pareto:0.5/1000/500000000/500000000/10000000000)
 
 Both run until SIGTERM (or SIGINT) and then print one JSON line: the bytes they moved.
 With --origin stdin the sender prints `ready` and waits for one line on stdin, `go
@@ -15,8 +16,9 @@ as TCP lets it, with the replay's congestion control: --cc, as ns-3's bulk flows
 stacks' TCP) and one per UDP source, which sends `size`-byte datagrams at the times of
 its UdpSchedule (Poisson: exponential gaps; Pareto on/off: bursts at a peak rate during
 Pareto-distributed on periods, shape 1.5, separated by Pareto off periods, the peak set
-so that the mean is the share), the schedule ns-3 plays too. A share counts IP bytes
-(payload + 28) against the bottleneck's rate. Due times are absolute: a late wake-up
+so that the mean is the share; held over a window, a fifth field in ns: exactly the share
+in every window, its Pareto bursts and silences scaled to fill it), the schedule ns-3
+plays too. A share counts IP bytes (payload + 28) against the bottleneck's rate. Due times are absolute: a late wake-up
 sends what is due at once, so the mean rate holds; how late datagrams left (p50, p99,
 max) is in the JSON line.
 """
@@ -62,7 +64,7 @@ def spec_args(cross, rate_bps: int | None) -> list[str]:
         raise ValueError(f"cross traffic {cross}: a share of the bottleneck needs a --rate")
     parts = [cross.kind, repr(cross.share), str(cross.packet_bytes)]
     if cross.kind == "pareto":
-        parts += [str(cross.on_ns), str(cross.off_ns)]
+        parts += [str(cross.on_ns), str(cross.off_ns)] + ([str(cross.held_ns)] if cross.held_ns else [])
     return ["--flows=" + parts[0] + ":" + "/".join(parts[1:])]
 
 
@@ -80,6 +82,8 @@ def _parse_flows(text: str) -> dict:
     out = {"kind": kind, "share": share, "size": size}
     if kind == "pareto":
         out.update(on_ns=int(values[2]), off_ns=int(values[3]))
+        if len(values) > 4:
+            out["held_ns"] = int(values[4])
     return out
 
 
@@ -94,7 +98,12 @@ class UdpSchedule:
     pareto:  bursts at the peak gap, mean_gap*on/(on+off), of round(T/peak gap) packets
              (at least 1) for a Pareto on time T (shape 1.5, mean on), each followed by a
              Pareto off time (mean off): the mean is the share, the peak rate while on
-             share*(on+off)/on of the bottleneck."""
+             share*(on+off)/on of the bottleneck.
+    held:    (pareto with held_ns: W) one window of W a block, holding exactly
+             round(W/mean_gap) packets at the peak gap: bursts in proportion to Pareto on
+             draws (drawn until they add up to the window's on time; at least 1 packet
+             each), Pareto off times after each, both scaled to fill W.  The share over
+             each window is the setting; the heavy tail stays within a window."""
 
     BLOCK = 4096                                  # Poisson: packets drawn at once
     CYCLES = 64                                   # Pareto: on/off cycles drawn at once
@@ -106,10 +115,15 @@ class UdpSchedule:
         self.rng = np.random.default_rng([seed, stream])
         self.mean_gap = (flow["size"] + UDP_OVERHEAD) * 8e9 / (flow["share"] * rate_bps)   # ns
         self.start = 0.0                                    # ns: where the next block begins
+        self.held = flow.get("held_ns", 0)
+        self.window_packets = round(self.held / self.mean_gap)
+        if self.held and self.window_packets < 1:
+            raise ValueError(f"a held Pareto source's window of {self.held} ns holds no packet at its share")
 
     def blocks(self):
         """The schedule, block after block, forever."""
-        draw = self._poisson if self.flow["kind"] == "poisson" else self._pareto
+        draw = (self._poisson if self.flow["kind"] == "poisson" else
+                self._held if self.held else self._pareto)
         while True:
             times, self.start = draw(self.start)
             yield np.rint(times).astype(np.int64)
@@ -134,10 +148,32 @@ class UdpSchedule:
         on_times = (self.rng.pareto(PARETO_SHAPE, self.CYCLES) + 1) * on * scale
         off_times = (self.rng.pareto(PARETO_SHAPE, self.CYCLES) + 1) * off * scale
         burst = np.maximum(1, np.rint(on_times / peak_gap)).astype(np.int64)
-        cycles = burst * peak_gap + off_times
-        starts = start + np.concatenate(([0.0], np.cumsum(cycles[:-1])))
-        index = np.arange(burst.sum()) - np.repeat(np.cumsum(burst) - burst, burst)
-        return np.repeat(starts, burst) + index * peak_gap, starts[-1] + cycles[-1]
+        return _played(start, burst, off_times, peak_gap)
+
+    def _held(self, start: float):
+        on, off, n = self.flow["on_ns"], self.flow["off_ns"], self.window_packets
+        peak_gap = self.mean_gap * on / (on + off)
+        scale = (PARETO_SHAPE - 1) / PARETO_SHAPE
+        ons = np.empty(0)
+        while ons.sum() < n * peak_gap:                     # on draws up to the window's on time
+            ons = np.r_[ons, (self.rng.pareto(PARETO_SHAPE, self.CYCLES) + 1) * on * scale]
+        ons = ons[:min(n, np.searchsorted(np.cumsum(ons), n * peak_gap) + 1)]
+        offs = (self.rng.pareto(PARETO_SHAPE, len(ons)) + 1) * off * scale
+        extra = (n - len(ons)) * ons / ons.sum()            # 1 packet each, the rest by the draws,
+        burst = 1 + np.floor(extra).astype(np.int64)        # the largest remainders rounded up
+        burst[np.argsort(np.floor(extra) - extra, kind="stable")[:n - burst.sum()]] += 1
+        offs *= (self.held - n * peak_gap) / offs.sum()     # the silences fill the rest of W
+        times, _ = _played(start, burst, offs, peak_gap)
+        return times, start + self.held
+
+
+def _played(start: float, burst: np.ndarray, off_times: np.ndarray, peak_gap: float):
+    """Bursts of `burst` packets peak_gap apart, each followed by its off time, from `start`:
+    the send times, and where the next cycle begins."""
+    cycles = burst * peak_gap + off_times
+    starts = start + np.concatenate(([0.0], np.cumsum(cycles[:-1])))
+    index = np.arange(burst.sum()) - np.repeat(np.cumsum(burst) - burst, burst)
+    return np.repeat(starts, burst) + index * peak_gap, starts[-1] + cycles[-1]
 
 
 # ---------------------------------------------------------------- sender ---
@@ -345,7 +381,7 @@ def main(argv=None) -> int:
     p.add_argument("--origin", choices=["now", "stdin"], default="now",
                    help="send: start now, or at the time given on stdin after `ready` (go ORIGIN_NS)")
     p.add_argument("--flows", action="append", default=[], help="tcp:N, poisson:SHARE/SIZE, "
-                   "pareto:SHARE/SIZE/ON_NS/OFF_NS (send)")
+                   "pareto:SHARE/SIZE/ON_NS/OFF_NS[/HELD_NS] (send)")
     args = p.parse_args(argv)
     if args.role == "sink":
         result = sink(args.addr, args.record)

@@ -180,7 +180,19 @@ def _cross(c: Cross) -> str:
         return f"tcp:{c.flows}"
     if c.kind == "poisson":
         return f"poisson:{c.share!r}/{c.packet_bytes}"
-    return f"pareto:{c.share!r}/{c.packet_bytes}/{c.on_ns}ns/{c.off_ns}ns"
+    return f"pareto:{c.share!r}/{c.packet_bytes}/{c.on_ns}ns/{c.off_ns}ns"      # held: its schedule
+
+
+def check_held(scenario: Scenario, schedules: bool) -> None:
+    """ValueError if a Pareto source held over a window would be drawn by ns-3's own
+    OnOffApplication (the free source): ns-3 holds it only by playing cross.py's schedules,
+    which cover a chain's forward direction (`schedules`: this run plays them)."""
+    held = [str(c) for c in scenario.cross if c.held_ns]
+    duplex = any(scenario.path_of(k).duplex for k in range(1, scenario.stacks + 1))
+    if held and (duplex or not schedules):
+        raise ValueError(f"cross traffic {held[0]}: ns-3 holds a share only in the schedules it plays, "
+                         "the data direction of a chain replay (not a duplex path's reverse direction, "
+                         "a whole application's replay, or cross_schedules=False)")
 
 
 # magnet-chain's path flags: one value per stack, comma-separated.
@@ -198,6 +210,7 @@ _PATH_ARGS = {
 
 def chain_args(scenario: Scenario, options: Ns3Options = Ns3Options()) -> list[str]:
     """The magnet-chain flags that run `scenario`: every knob, as ns-3 takes it."""
+    check_held(scenario, options.cross_schedules)
     paths = [scenario.path_of(k) for k in range(1, scenario.stacks + 1)]
     tcp = scenario.tcp
     args = [f"--{flag}={','.join(fmt(p) for p in paths)}" for flag, fmt in _PATH_ARGS.items()]
@@ -410,6 +423,7 @@ def run_app(demand_csv: str | os.PathLike, out_dir: str | os.PathLike, scenario:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     try:
+        check_held(scenario, schedules=False)
         args = chain_args(scenario, options)
     except ValueError as e:
         raise Ns3Error("scenario", str(e)) from None

@@ -29,6 +29,7 @@ def replay_app_ns3(args) -> int:
         scenario = scenario_mod.from_args(args)
         if args.path_duplex is None:          # whole applications: a link each way
             scenario = scenario.replace(path=tuple(replace(p, duplex=True) for p in scenario.path))
+        ns3.check_held(scenario, schedules=False)
         ns3.chain_args(scenario.replace(stacks=1))
     except ValueError as e:
         raise UsageError("magnet replay ns3", str(e)) from None

@@ -78,8 +78,9 @@ class Path:
 
 
 CROSS_SYNTAX = ("tcp:N (N bulk TCP flows), poisson:SHARE[/SIZE] (UDP, exponential gaps) or "
-                "pareto:SHARE[/ON/OFF] (UDP on/off, Pareto on and off times, means ON and OFF, "
-                "default 500ms each); SHARE of the bottleneck's rate, e.g. 30%")
+                "pareto:SHARE[/ON/OFF][/held=W] (UDP on/off, Pareto on and off times, means ON and OFF, "
+                "default 500ms each; held=W: exactly SHARE in every window of W, e.g. held=10s, its "
+                "Pareto bursts and silences scaled to fill the window); SHARE of the bottleneck's rate, e.g. 30%")
 
 
 @dataclass(frozen=True)
@@ -91,20 +92,26 @@ class Cross:
     packet_bytes: int = 1000       # poisson, pareto: UDP payload
     on_ns: int = 500_000_000       # pareto: mean on time
     off_ns: int = 500_000_000      # pareto: mean off time
+    held_ns: int = 0               # pareto: 0, or a window in each of which the share is exact
 
     def __str__(self) -> str:
         if self.kind == "tcp":
             return f"tcp:{self.flows}"
         if self.kind == "poisson":
             return f"poisson:{self.share * 100:g}%/{self.packet_bytes}B"
-        return (f"pareto:{self.share * 100:g}%/{knobs.fmt_duration(self.on_ns).replace(' ', '')}"
-                f"/{knobs.fmt_duration(self.off_ns).replace(' ', '')}")
+        held = f"/held={_compact(self.held_ns)}" if self.held_ns else ""
+        return f"pareto:{self.share * 100:g}%/{_compact(self.on_ns)}/{_compact(self.off_ns)}{held}"
 
     def describe(self) -> str:
         if self.kind == "tcp":
             return f"{self.flows} bulk TCP flow{'s' if self.flows != 1 else ''}"
         what = "Poisson" if self.kind == "poisson" else "Pareto on/off"
-        return f"{what} UDP at {self.share * 100:g}% of the bottleneck ({self.packet_bytes} B packets)"
+        held = f", held over every {knobs.fmt_duration(self.held_ns)}" if self.held_ns else ""
+        return f"{what} UDP at {self.share * 100:g}% of the bottleneck{held} ({self.packet_bytes} B packets)"
+
+
+def _compact(ns: int) -> str:
+    return knobs.fmt_duration(ns).replace(" ", "")
 
 
 MAX_CROSS_FLOWS = 1000          # bulk flows per bottleneck: a thread and a socket each, both ends
@@ -137,11 +144,13 @@ def _cross(text: str) -> Cross:
             if kind == "poisson" and len(parts) <= 2:
                 return Cross("poisson", share=share,
                              packet_bytes=knobs.positive_size(parts[1]) if len(parts) == 2 else 1000)
+            held = parts.pop()[len("held="):] if parts[-1].lower().startswith("held=") else None
             if kind == "pareto" and len(parts) in (1, 3):
                 times = [knobs.duration(p) for p in parts[1:]] or [500_000_000, 500_000_000]
-                if min(times) <= 0:
+                held_ns = knobs.duration(held) if held is not None else 0
+                if min(times) <= 0 or (held is not None and held_ns <= 0):
                     raise ValueError
-                return Cross("pareto", share=share, on_ns=times[0], off_ns=times[1])
+                return Cross("pareto", share=share, on_ns=times[0], off_ns=times[1], held_ns=held_ns)
     except ValueError:
         pass
     raise ValueError(f"cross traffic {text!r}: use {CROSS_SYNTAX}")
