@@ -22,15 +22,16 @@ setting and run: the study keeps it, for each (setting, run) it replayed in, as
 vsftpd-demand-SETTING-runR.csv (times and sizes, the demand format), so that
 experiments/agreement_ns3.py replays what Linux replayed.
 
-The cross traffic (pareto:50%, poisson:30%, tcp:4 on the base path, --cross-duration
-seconds, a probe of 100 B a second as the replay): its share of the bottleneck (IP bytes
+The cross traffic (pareto:50%, the same held over every 10 s, poisson:30%, tcp:4 on the
+base path, --cross-duration seconds, a probe of 100 B a second as the replay): its share of
+the bottleneck (IP bytes
 per second after it, against the rate), its burst structure after the bottleneck (bursts
 split at gaps of 20 ms, for Pareto at half its shortest off period: their lengths, packets,
 the silences between them), and the
 bottleneck queue (drops per packet, the queue each packet found: p50, p90, p99, peak),
 from ns-3's link log and from linkem's counters (and its link log, where linkem writes
 one).  Both engines play the same UDP datagrams (cross.UdpSchedule): the schedule's own
-share is reported beside what each engine delivered.
+share is reported beside what each engine delivered, and its share over DRAWS seeds.
 
 The suite's applications (--suite, experiments/agreement_suite.py): runs nothing; reads
 the runs a fidelity study kept in its --work directory (each application's whole demand
@@ -71,7 +72,7 @@ METRICS = {"mean_size": "size", "mean_gap_s": "gap", "throughput_bps": "throughp
 TARGET_PCT, CEILING_PCT, STACK1_PCT = 10.0, 25.0, 3.0
 CROSS_TARGET_PCT = 5.0               # the cross traffic's share against its setting
 DRAWS = 200                          # a UDP source's schedules drawn to show its share's spread
-CROSS_KINDS = ("pareto:50%", "poisson:30%", "tcp:4")
+CROSS_KINDS = ("pareto:50%", "pareto:50%/held=10s", "poisson:30%", "tcp:4")
 BURST_GAP_NS = 20_000_000            # a gap this long between Poisson datagrams ends a burst
 PROBE = (100, 1_000_000_000)         # the cross study's replay: 100 B a second
 IP_UDP = 28
@@ -454,7 +455,7 @@ def run_cross(args, work: Path) -> tuple[pd.DataFrame | None, list[str]]:
             if engine not in args.engines:
                 continue
             try:
-                rows.append(fn(kind, args, work / f"cross-{engine}-{kind.replace(':', '-').replace('%', '')}"))
+                rows.append(fn(kind, args, work / f"cross-{engine}-{_file_name(kind)}"))
             except (MagnetError, OSError, ValueError) as e:
                 failed.append(f"cross {kind} {engine}: {e}")
                 common.progress_note(f"agreement: cross {kind} in {engine} failed: {e}")
@@ -462,6 +463,11 @@ def run_cross(args, work: Path) -> tuple[pd.DataFrame | None, list[str]]:
                        1 + args.cross_duration)
         rows.append(schedule_share(kind, args, seconds))
     return (pd.DataFrame(rows) if rows else None), failed
+
+
+def _file_name(kind: str) -> str:
+    """pareto:50%/held=10s -> pareto-50-held10s"""
+    return kind.replace(":", "-").replace("/", "-").replace("%", "").replace("=", "")
 
 
 def cross_figure(table: pd.DataFrame):
@@ -479,7 +485,7 @@ def cross_figure(table: pd.DataFrame):
                 ax.bar(x + (i - 1) * 0.27, part[col].astype(float), width=0.27, label=engine)
     for ax, title in zip(axes, ("share of the bottleneck, %", "queue drops, % of packets",
                                 "queue found, p90 packets")):
-        ax.set_xticks(x, kinds, fontsize=8)
+        ax.set_xticks(x, kinds, fontsize=7, rotation=15)
         ax.set_title(title, fontsize=9)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
@@ -615,7 +621,13 @@ def cross_section(table: pd.DataFrame) -> str:
         "(shape 1.5: infinite variance) holds about one on/off cycle a second, and its share over a short "
         "run is its draws', not the setting's. *draws_share_…*: the schedule's share over the same length "
         f"drawn with {DRAWS} seeds (mean, p10, p90, and the % of draws within {CROSS_TARGET_PCT:g} % of the "
-        "setting): the mean says whether the source is right, p10-p90 how far one run's draw can be.", "",
+        "setting): the mean says whether the source is right, p10-p90 how far one run's draw can be. "
+        "*held=10s* is the same Pareto source conditioned on its share per window: every 10 s window holds "
+        "exactly the setting's packets, in bursts whose lengths are Pareto draws scaled to fill the window "
+        "with its off times; the heavy tail stays within a window, not across windows (no burst or silence "
+        "outlasts a window, and a long draw shortens the window's other bursts and silences, some below the "
+        "83 ms that splits bursts). A run that is not a whole number of windows holds a part of one, as "
+        "drawn.", "",
         common.markdown(table[cols], "{:.3g}")])
 
 
