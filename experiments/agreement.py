@@ -626,8 +626,8 @@ def cross_section(table: pd.DataFrame) -> str:
         "exactly the setting's packets, in bursts whose lengths are Pareto draws scaled to fill the window "
         "with its off times; the heavy tail stays within a window, not across windows (no burst or silence "
         "outlasts a window, and a long draw shortens the window's other bursts and silences, some below the "
-        "83 ms that splits bursts). A run that is not a whole number of windows holds a part of one, as "
-        "drawn.", "",
+        "83 ms that splits bursts). A run that is not a whole number of windows ends in the first part of "
+        "one, as drawn: a window opens with a burst.", "",
         common.markdown(table[cols], "{:.3g}")])
 
 
