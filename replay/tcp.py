@@ -102,6 +102,7 @@ class StackRun:
     path_stats: linkem.Stats | None = None  # what the emulator did on this stack's path
     cross: dict | None = None               # cross traffic: bytes sent and received
     cross_lead_ns: int | None = None        # its start -> the demand's time zero, as it came out
+    srtt_updates_ns: float | None = None    # the sender's srtt over its updates (the BPF capture's)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -111,7 +112,11 @@ class StackRun:
 
     @property
     def rtt_mean_ns(self) -> float | None:
-        """The sender's smoothed RTT, averaged over samples every 10 ms while it sent."""
+        """The sender's smoothed RTT averaged over its updates, as the BPF capture's ACKs
+        carry it (ns-3's measure). Without it (tcpdump, reads): over samples at its writes,
+        at most one per 10 ms, which weight a slow stretch more than its ACKs do."""
+        if self.srtt_updates_ns:
+            return self.srtt_updates_ns
         rtt = self.sender.get("srtt_mean_us")
         return rtt * 1e3 if rtt else self.rtt_last_ns
 
@@ -544,7 +549,8 @@ def run_offline(lab: Lab, demand: Demand, progress) -> list[StackRun]:
                                          getattr(session, "offset", None))
         s = StackRun(k, ini, acc, ini["written"], acc["read"], send, recv, trace=trace,
                      new_bytes=new, path_stats=lab.path_stats(k), cross=lab.cross.get(k),
-                     cross_lead_ns=lab.cross_lead(k, ini["anchor_ns"]))
+                     cross_lead_ns=lab.cross_lead(k, ini["anchor_ns"]),
+                     srtt_updates_ns=wire.srtt_mean_ns(trace, ini["cookie"]))
         s.shift_ns = 0 if k == 1 else stacks[-1].shift_ns + _origin(stacks[-1]) - ini["anchor_ns"]
         first_writes(lab, s, work, ini_rec, acc_rec, trace, ini["cookie"], app=k == 1)
         del ini_rec, acc_rec
@@ -637,7 +643,7 @@ def relay_stacks(lab: Lab, work: Work, ini: dict, relays: dict, sink: dict, dema
                                          getattr(session, "offset", None))
         s = StackRun(k, senders[k - 1], receivers[k - 1], written[k - 1], delivered[k - 1], send, recv,
                      trace=trace, new_bytes=new, path_stats=lab.path_stats(k), cross=lab.cross.get(k),
-                     cross_lead_ns=lead)
+                     cross_lead_ns=lead, srtt_updates_ns=wire.srtt_mean_ns(trace, senders[k - 1]["cookie"]))
         if k == 1:
             first_writes(lab, s, work, ini_rec, sink_rec, trace, ini["cookie"], app=True)
         stack_notes(s, sent_bytes(demand) if k == 1 else written[k - 1], lab.method)

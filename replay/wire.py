@@ -25,7 +25,7 @@ from magnet import capture
 from magnetlib import pcap, segmentation
 from magnetlib import demand as demand_mod
 from magnetlib.errors import MagnetError
-from magnetlib.format import Clock, Event
+from magnetlib.format import Clock, Event, ExtValid
 from magnetlib.metrics import Series
 
 from . import netns, workers
@@ -117,6 +117,25 @@ def trace_new_bytes(path: Path, cookie: int) -> np.ndarray:
     data = size > 0
     order = np.argsort(ns[data], kind="stable")
     return segmentation.new_bytes(seq[data][order], size[data][order])
+
+
+def srtt_mean_ns(path: Path | None, cookie: int) -> float | None:
+    """The socket's smoothed RTT averaged over its updates, from the srtt its TCP_RECV
+    records carry (each value once, as it changes): ns-3's measure (MagnetStackRecorder's
+    mean over the "RTT" trace's changes). None without TCP state in the trace (pcap, reads)."""
+    if path is None:
+        return None
+    with magnetlib.open(path) as trace:
+        if not trace.has_ext:
+            return None
+        pos = trace.select([Event.TCP_RECV], cookie)
+        pos = pos[(trace.column_at("valid", pos) & ExtValid.TCP_STATE) != 0]
+        srtt = trace.column_at("srtt_us", pos).astype(np.int64)
+    srtt = srtt[srtt > 0]
+    if not len(srtt):
+        return None
+    changed = np.r_[True, srtt[1:] != srtt[:-1]]
+    return float(srtt[changed].mean()) * 1e3
 
 
 def sock_sends(path: Path, cookie: int) -> tuple[np.ndarray, np.ndarray]:

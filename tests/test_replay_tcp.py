@@ -198,6 +198,26 @@ def test_offline_stacks_over_emulated_path_with_bpf_capture(tmp_path, namespaces
     assert json.loads((tmp_path / "again" / "summary.json").read_text())["stacks"][0]["delivered"] == demand_bytes
 
 
+def test_measured_rtt_is_the_mean_over_the_senders_srtt_updates(tmp_path, namespaces, bpf):
+    """One 1.5 MB write into 20 Mbit/s, 30 ms one way and 100 packets of queue: the write is
+    sampled once (when the send buffer took its last byte), while the ACKs carry the srtt
+    from the path's 60 ms up as slow start fills the queue; the stack's RTT is the mean
+    over the sender's srtt updates, each value once (ns-3's measure)."""
+    demand = Demand.from_arrays(np.array([0]), np.array([1_500_000]))
+    run = tcp.run_chain(demand, tmp_path, chain(rate_bps=20_000_000, delay_ns=30 * MS), tcp.TcpOptions())
+    s = run.stacks[0]
+    assert run.method == "bpf" and s.delivered == demand.total_bytes
+    with magnetlib.open(s.trace) as trace:
+        acks = trace.select([Event.TCP_RECV], s.sender["cookie"])
+        srtt = trace.column_at("srtt_us", acks).astype(np.int64)
+    srtt = srtt[srtt > 0]
+    updates = srtt[np.r_[True, srtt[1:] != srtt[:-1]]]
+    assert len(updates) > 50 and updates.min() < 62_000 and updates.max() > 80_000   # the queue filled
+    assert len(np.load(tmp_path / "stack-1" / "initiator-record" / "rtt.npy")) == 1   # one write, one sample
+    assert s.rtt_mean_ns == pytest.approx(updates.mean() * 1e3)
+    assert s.summary()["rtt_mean_ms"] == pytest.approx(updates.mean() / 1e3)
+
+
 def test_relay_chain_with_cross_traffic(tmp_path, namespaces, bpf):
     """Live relays over emulated paths, each bottleneck shared with a bulk TCP flow and
     Poisson UDP from the cross namespaces: every byte relayed, the cross traffic
