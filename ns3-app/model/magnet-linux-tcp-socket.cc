@@ -301,6 +301,12 @@ MagnetLinuxTcpSocket::GetWindowClamp() const
 }
 
 uint32_t
+MagnetLinuxTcpSocket::GetRcvSsthresh() const
+{
+    return m_rcvSsthresh;
+}
+
+uint32_t
 MagnetLinuxTcpSocket::GetRcvBuf() const
 {
     return static_cast<uint32_t>(m_rcvBuf);
@@ -379,6 +385,16 @@ MagnetLinuxTcpSocket::ReceivedData(Ptr<Packet> packet, const TcpHeader& tcpHeade
     if (inOrder)
     {
         EventDataRecv(len, pushed, tcpHeader);
+    }
+    else if (m_sackEnabled && len >= 128)
+    {
+        // With SACK, tcp_data_queue_ofo grows the window before the segment is charged
+        // to the socket (tcp_grow_window, then skb_set_owner_r): with the reader caught
+        // up, rcv_ssthresh reaches the clamp, a segment above what in-order data lets it
+        // reach, and the ACK per two segments then waits for the reader (__tcp_ack_snd_check:
+        // the window would not advance).  Short segments are left out, as tcp_grow_window's
+        // truesize check leaves them out in Linux (this model has no truesize).
+        GrowWindow(len, len);
     }
     // Linux decides on the ACK in its softirq, before the woken reader takes the data
     // (its window check sees the segment still queued); ns-3's reader takes it at once,
@@ -733,10 +749,11 @@ MagnetLinuxTcpSocket::InitBufferSpace()
 }
 
 uint32_t
-MagnetLinuxTcpSocket::FreeSpace() const
+MagnetLinuxTcpSocket::FreeSpace(uint32_t uncharged) const
 {
-    // tcp_space: the memory left, as window; queued data costs its truesize.
-    uint64_t used = SpaceFromWin(m_tcb->m_rxBuffer->Size());
+    // tcp_space: the memory left, as window; queued data costs its truesize, but for
+    // `uncharged` bytes of it (a segment queued but not yet charged).
+    uint64_t used = SpaceFromWin(m_tcb->m_rxBuffer->Size() - std::min(uncharged, m_tcb->m_rxBuffer->Size()));
     return m_rcvBuf > used ? WinFromSpace(m_rcvBuf - used) : 0;
 }
 
@@ -818,11 +835,11 @@ MagnetLinuxTcpSocket::AdvertisedWindowSize(bool scale) const
 }
 
 void
-MagnetLinuxTcpSocket::GrowWindow(uint32_t len)
+MagnetLinuxTcpSocket::GrowWindow(uint32_t len, uint32_t uncharged)
 {
     // tcp_grow_window: a full-sized segment of a well-sized skb raises rcv_ssthresh by
     // two segments, up to the clamp and the memory left, and asks for a quick ACK.
-    int64_t room = static_cast<int64_t>(std::min(m_windowClamp, FreeSpace())) - m_rcvSsthresh;
+    int64_t room = static_cast<int64_t>(std::min(m_windowClamp, FreeSpace(uncharged))) - m_rcvSsthresh;
     if (room <= 0)
     {
         return;

@@ -56,7 +56,8 @@ namespace ns3
  *   bytes of memory, data as scaling_ratio of it) grown per round trip with
  *   what the application read (tcp_rcv_space_adjust) up to tcp_rmem[2],
  *   advertised as rcv_ssthresh grows (tcp_grow_window: each growth asks for
- *   a quick ACK); the send buffer of tcp_wmem expanded to twice the
+ *   a quick ACK; an out-of-order segment grows it before it is charged,
+ *   tcp_data_queue_ofo, so up to the clamp); the send buffer of tcp_wmem expanded to twice the
  *   congestion window (tcp_sndbuf_expand) up to tcp_wmem[2].  SO_RCVBUF and
  *   SO_SNDBUF (the attributes, 0: autotuned) double the value and fix it.
  * - **Tail loss probe** (tcp_schedule_loss_probe, tcp_send_loss_probe):
@@ -164,6 +165,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     const LossStats& GetLossStats() const;
     Time GetAto() const;             //!< the current delayed-ACK timeout
     uint32_t GetWindowClamp() const; //!< the largest window it will advertise now
+    uint32_t GetRcvSsthresh() const; //!< rcv_ssthresh: the window's growth so far
     uint32_t GetRcvBuf() const;      //!< sk_rcvbuf: memory, bytes
     uint32_t GetSndBuf() const;      //!< sk_sndbuf: memory, bytes
 
@@ -220,9 +222,9 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void InitBufferSpace();
     uint32_t WinFromSpace(uint64_t space) const;
     uint64_t SpaceFromWin(uint64_t win) const;
-    uint32_t FreeSpace() const;
+    uint32_t FreeSpace(uint32_t uncharged = 0) const;
     uint32_t SelectWindow() const;
-    void GrowWindow(uint32_t len);
+    void GrowWindow(uint32_t len, uint32_t uncharged = 0);
     void RcvSpaceAdjust();
     void RcvRttMeasure(const TcpHeader& header, uint32_t len);
 
