@@ -46,6 +46,8 @@ constexpr uint32_t kTcpHeader = 20;      // sizeof(struct tcphdr)
 constexpr uint32_t kSkbOverhead = 576;   // MAX_TCP_HEADER + skb_shared_info, per send buffer
 constexpr uint32_t kSkbStruct = 256;     // SKB_DATA_ALIGN(sizeof(struct sk_buff))
 constexpr uint32_t kInitCwnd = 10;       // TCP_INIT_CWND
+constexpr uint32_t kGsoMaxSize = 65536;  // sk_gso_max_size without BIG TCP (GSO_LEGACY_MAX_SIZE)
+constexpr uint32_t kMinTsoSegs = 2;      // tcp_min_tso_segs
 constexpr uint32_t kReorderingPlusOne = 4;
 constexpr uint32_t kReordering = 3;      // tcp_reordering (TCP_FASTRETRANS_THRESH)
 constexpr uint32_t kPingPongThresh = 1;  // TCP_PINGPONG_THRESH
@@ -55,10 +57,7 @@ constexpr int64_t kTimeoutMinUs = 2000;  // TCP_TIMEOUT_MIN_US
 // turns off TcpSocketBase's and TcpTxBuffer's (small enough that x segment size fits 32 bits).
 constexpr uint32_t kNoDupThresh = 1U << 20;
 
-/**
- * Marks the last byte of an application's write: a segment holding it is one
- * Linux would send with PSH set (tcp_push marks the write's last skb).
- */
+/** A segment Linux would send with PSH set (MarkPushed). */
 class MagnetPushTag : public Tag
 {
   public:
@@ -947,13 +946,14 @@ MagnetLinuxTcpSocket::Send(Ptr<Packet> p, uint32_t flags)
     }
     if (m_txBuffer->Size() > buffered)
     {
-        // The write's end, as an offset in the stream: a segment holding its last byte
-        // is sent with PSH (MarkPushed).  Not a byte tag on the write: ns-3's TcpTxBuffer
-        // cuts segments from the head of its data and keeps the tags of what it cut, so
-        // every segment would carry the tag of each write since a segment last ended on a
-        // write's end (about 1,400 with writes of 1..2895 bytes), copied and walked per segment.
+        // The PSH marks as offsets in the stream (MarkWrite), a segment tagged as it leaves
+        // (MarkPushed).  Not byte tags on the writes: ns-3's TcpTxBuffer cuts segments from
+        // the head of its data and keeps the tags of what it cut, so every segment would
+        // carry the tag of each write since a segment last ended on a write's end (about
+        // 1,400 with writes of 1..2895 bytes), copied and walked per segment.
+        const uint64_t from = m_written;
         m_written += m_txBuffer->Size() - buffered;
-        m_writeEnds.push_back(m_written);
+        MarkWrite(from);
         if (!m_pushTraced)
         {
             m_pushTraced = TraceConnectWithoutContext("Tx", MakeCallback(&MagnetLinuxTcpSocket::MarkPushed, this));
@@ -992,6 +992,119 @@ MagnetLinuxTcpSocket::LostUnsent() const
 }
 
 void
+MagnetLinuxTcpSocket::MarkWrite(uint64_t from)
+{
+    // tcp_sendmsg_locked copies a write (now m_written - from bytes) into the write queue's
+    // last skb while that is unsent and shorter than size_goal, then into new skbs of
+    // size_goal.  tcp_mark_push sets PSH on an skb and pushed_seq to write_seq.
+    m_maxWindow = std::max(m_maxWindow, m_rWnd.Get());
+    const uint64_t goal = SizeGoal();
+    const SequenceNumber32 tail = m_txBuffer->TailSequence();
+    const SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
+    const uint64_t unsent = tail > nxt ? static_cast<uint32_t>(tail - nxt) : 0;
+    const uint64_t sentEnd = m_written - std::min(unsent, m_written);
+    uint64_t skb = from; // the write starts a new skb...
+    if (sentEnd < from)
+    {
+        // ... unless data before it is unsent: the queue's last skb (after a split, its
+        // unsent part: tso_fragment), filled up to size_goal.  Its first copy clears the
+        // PSH tcp_push gave it ("if (!copied) ... &= ~TCPHDR_PSH").
+        const uint64_t last = std::max(m_tailSkb, sentEnd);
+        if (from - last < goal)
+        {
+            skb = last;
+            if (!m_writeEnds.empty() && m_writeEnds.back() == from)
+            {
+                m_writeEnds.pop_back();
+            }
+        }
+    }
+    while (m_written - skb > goal)
+    {
+        // An skb full with more to copy: forced_push marks it once write_seq is more than
+        // half the peer's largest window past pushed_seq.
+        skb += goal;
+        if (skb - m_pushedSeq > m_maxWindow / 2)
+        {
+            m_writeEnds.push_back(skb);
+            m_pushedSeq = skb;
+        }
+    }
+    m_tailSkb = skb;
+    m_writeEnds.push_back(m_written); // the write's tcp_push marks the last skb
+    m_pushedSeq = m_written;
+}
+
+uint32_t
+MagnetLinuxTcpSocket::SizeGoal() const
+{
+    // tcp_xmit_size_goal: sk_gso_max_size, at most half the peer's largest window
+    // (tcp_bound_to_half_wnd), in whole segments.
+    const uint32_t mss = m_tcb->m_segmentSize;
+    uint32_t goal = kGsoMaxSize;
+    if (m_maxWindow)
+    {
+        goal = std::min(goal, m_maxWindow > kMssDefault ? m_maxWindow / 2 : m_maxWindow);
+    }
+    return std::max(goal / mss * mss, mss);
+}
+
+uint32_t
+MagnetLinuxTcpSocket::TsoSegs() const
+{
+    // tcp_tso_autosize: what sk_pacing_rate sends in 2^-10 s (sk_pacing_shift), plus
+    // sk_gso_max_size >> (min_rtt_us >> tcp_tso_rtt_log = 9) on paths under 16 ms, at most
+    // sk_gso_max_size, in segments, at least tcp_min_tso_segs.  The pacing rate
+    // (tcp_update_pacing_rate): mss x max(cwnd, in flight) / srtt, x2 while cwnd is under
+    // ssthresh / 2 (tcp_pacing_ss_ratio), else x1.2 (tcp_pacing_ca_ratio); no srtt, no bound.
+    const uint64_t mss = m_tcb->m_segmentSize;
+    uint64_t bytes = kGsoMaxSize;
+    const int64_t srttUs = m_tcb->m_srtt.Get().GetMicroSeconds();
+    if (srttUs > 0)
+    {
+        const uint64_t packets = std::max(CwndPackets(), m_packets->InFlight());
+        const uint64_t ratio = m_tcb->m_cWnd.Get() < m_tcb->m_ssThresh.Get() / 2 ? 200 : 120;
+        bytes = (mss * ratio * packets * 10000 / static_cast<uint64_t>(srttUs)) >> 10;
+    }
+    if (m_minRtt != Time::Max())
+    {
+        const uint64_t r = static_cast<uint64_t>(m_minRtt.GetMicroSeconds()) >> 9;
+        if (r < 32)
+        {
+            bytes += kGsoMaxSize >> r;
+        }
+    }
+    bytes = std::min<uint64_t>(bytes, kGsoMaxSize);
+    return std::max(static_cast<uint32_t>(bytes / mss), kMinTsoSegs);
+}
+
+void
+MagnetLinuxTcpSocket::GsoStep(SequenceNumber32 seq)
+{
+    const Time now = Simulator::Now();
+    if (m_gsoLeft == 0 || seq != m_gsoNext || now != m_gsoTime)
+    {
+        // tcp_write_xmit's next skb: cwnd's room (tcp_cwnd_test: at most half cwnd, "at least
+        // 2 GSO packets in flight"), at most tcp_tso_segs segments (tcp_grow_skb takes the
+        // next skb's data into a shorter one), cut at the peer's window and at what is queued
+        // (tcp_mss_split_point: a short last segment only if Nagle lets it go).
+        const uint32_t mss = m_tcb->m_segmentSize;
+        const uint32_t inFlight = m_packets->InFlight();
+        const uint32_t cwnd = CwndPackets();
+        const uint32_t room = cwnd > inFlight ? std::min(std::max(cwnd / 2, 1U), cwnd - inFlight)
+                                              : 1; // a probe: one (push_one 2)
+        const uint32_t out = seq - m_txBuffer->HeadSequence();
+        const uint32_t window = m_rWnd.Get() > out ? m_rWnd.Get() - out : 0;
+        const uint32_t bytes = std::min(m_txBuffer->SizeFromSequence(seq), window);
+        const uint32_t segs = bytes / mss + (bytes % mss && m_noDelay ? 1 : 0);
+        m_gsoSegs = std::max(1U, std::min({TsoSegs(), room, segs}));
+        m_gsoLeft = m_gsoSegs;
+        m_gsoTime = now;
+    }
+    m_gsoPsh = m_gsoSegs < 2 ? 0 : (m_gsoLeft == 1 ? 2 : 1);
+}
+
+void
 MagnetLinuxTcpSocket::MarkPushed(Ptr<const Packet> packet, const TcpHeader& header, Ptr<const TcpSocketBase>)
 {
     uint32_t len = packet->GetSize();
@@ -1006,8 +1119,15 @@ MagnetLinuxTcpSocket::MarkPushed(Ptr<const Packet> packet, const TcpHeader& head
     {
         m_writeEnds.pop_front(); // acknowledged: never sent again
     }
-    auto next = std::upper_bound(m_writeEnds.begin(), m_writeEnds.end(), end - len);
-    if (next != m_writeEnds.end() && *next <= end)
+    bool push = m_gsoPsh == 2; // __tcp_transmit_skb: PSH on a GSO skb, tcp_gso_segment: on its last segment
+    if (m_gsoPsh == 0)
+    {
+        // Alone in its skb: PSH if tcp_mark_push marked the skb it ends (tso_fragment leaves
+        // the mark on the second part).
+        auto next = std::upper_bound(m_writeEnds.begin(), m_writeEnds.end(), end - len);
+        push = next != m_writeEnds.end() && *next <= end;
+    }
+    if (push)
     {
         packet->AddByteTag(MagnetPushTag()); // the segment's own tag list: nothing else holds it
     }
@@ -1122,9 +1242,19 @@ uint32_t
 MagnetLinuxTcpSocket::SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, bool withAck)
 {
     bool fresh = seq >= m_tcb->m_highTxMark.Get();
+    m_gsoPsh = 0;
+    if (fresh)
+    {
+        GsoStep(seq);
+    }
     m_packets->BeforeSend(seq);
     uint32_t sz = TcpSocketBase::SendDataPacket(seq, maxSize, withAck);
     m_packets->AfterSend();
+    if (fresh && sz && m_gsoLeft)
+    {
+        m_gsoLeft--;
+        m_gsoNext = seq + sz;
+    }
     if (fresh && sz)
     {
         // tcp_write_xmit: is_cwnd_limited when the packets in flight fill cwnd, for

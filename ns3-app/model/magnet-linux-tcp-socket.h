@@ -33,8 +33,17 @@ namespace ns3
  *   an ACK at once when the application has read everything and a pushed
  *   segment was among it (tcp_cleanup_rbuf, tcp_measure_rcv_mss); a missed
  *   delayed ACK doubling ato; ping-pong mode when this end answers within
- *   ato.  A segment holding a write's last byte carries a tag that stands
- *   for the PSH flag (added as it leaves; the sender keeps the writes' ends).
+ *   ato.  A tag on a segment stands for the PSH flag (added as it leaves).
+ * - **PSH where Linux puts it**: on the last segment of every transmitted skb
+ *   of two or more segments (__tcp_transmit_skb forces it on GSO skbs,
+ *   tcp_gso_segment keeps it on the last segment only), an skb being what one
+ *   tcp_write_xmit step sends: at most tcp_tso_segs segments (tcp_tso_autosize,
+ *   from the pacing rate; at least 2), cwnd's room, the peer's window and the
+ *   data queued allow; and on the segment ending a write-queue skb tcp_mark_push
+ *   marked: a write's end (tcp_push), unless the next write appended to that
+ *   skb while it was unsent (tcp_sendmsg_locked clears the mark), and an skb
+ *   filled more than half the peer's largest window past the last mark
+ *   (forced_push).  ns-3 marked every write's end.
  * - **Nagle** as Minshall's variant (tcp_nagle_check): a short segment is
  *   held only while an earlier short segment is unacknowledged.  Closing
  *   (close or shutdown with data unsent) puts the FIN on the last segment and
@@ -269,8 +278,12 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void RackReoTimeout();
     void EnterRecoveryRack(uint32_t delivered);
     void XmitRetransmitQueue();
-    /** Tx trace: tag a data segment that holds a write's last byte (Pushed). */
+    /** Tx trace: tag a data segment Linux would send with PSH (Pushed). */
     void MarkPushed(Ptr<const Packet> packet, const TcpHeader& header, Ptr<const TcpSocketBase> socket);
+    void MarkWrite(uint64_t written);    //!< tcp_sendmsg_locked's skbs and tcp_mark_push for a write
+    uint32_t SizeGoal() const;           //!< tcp_xmit_size_goal: an skb's bytes in the write queue
+    uint32_t TsoSegs() const;            //!< tcp_tso_segs: the segments of one transmitted skb at most
+    void GsoStep(SequenceNumber32 seq);  //!< the transmitted skb a new segment belongs to
     void InitPacketCount();
     uint32_t CwndPackets() const; //!< tcp_snd_cwnd
 
@@ -353,7 +366,15 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool m_probeOut{false};
     bool m_sendingProbe{false};
     uint64_t m_written{0};             //!< bytes the application has written
-    std::deque<uint64_t> m_writeEnds;  //!< stream offsets of the ends of unacknowledged writes
+    std::deque<uint64_t> m_writeEnds;  //!< stream offsets of the PSH marks (tcp_mark_push) not acknowledged
+    uint64_t m_tailSkb{0};             //!< stream offset where the write queue's last skb starts
+    uint64_t m_pushedSeq{0};           //!< tp->pushed_seq, as a stream offset
+    uint32_t m_maxWindow{0};           //!< tp->max_window: the largest window the peer offered
+    uint32_t m_gsoSegs{0};             //!< segments of the skb being transmitted
+    uint32_t m_gsoLeft{0};             //!< ... of them still to go
+    SequenceNumber32 m_gsoNext;        //!< ... the next one's sequence
+    Time m_gsoTime{Time::Max()};       //!< ... when it went
+    uint8_t m_gsoPsh{0};               //!< the segment leaving: 0 alone in its skb, 1 not its skb's last, 2 its last
     bool m_pushTraced{false};          //!< MarkPushed is connected to this socket's Tx trace
     Time m_retransStamp{Time::Max()};  //!< retrans_stamp: the episode's first retransmission (Max: none)
     uint32_t m_retransmits{0};         //!< icsk_retransmits: RTOs since snd_una last advanced
