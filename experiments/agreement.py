@@ -135,7 +135,7 @@ def run_map(args, work: Path, live: Demand | None) -> tuple[pd.DataFrame | None,
         try:
             demand = modmap.demand_of(workload, args.duration, seed, live)
             outcome = engines.run(engine, demand, modmap.scenario_of(setting, args.stacks, seed), where,
-                                  **engines.options_for(engine, args.tcp_model))
+                                  **common.engine_options(engine, args.tcp_model))
         except (MagnetError, OSError, ValueError) as e:
             failed.append(f"{name}: {e}")
             common.progress_note(f"agreement: {name} failed: {e}")
@@ -339,8 +339,8 @@ def queue_stats(records) -> dict:
 def ns3_cross(kind: str, args, where: Path) -> dict:
     """The cross traffic of `kind` in ns-3, with a 100 B/s probe as the replay."""
     scenario = cross_scenario(kind, args.seed)
-    engines.run("ns-3", probe_demand(args.cross_duration), scenario, where, tcp_model=args.tcp_model,
-                link_log=True)
+    engines.run("ns-3", probe_demand(args.cross_duration), scenario, where,
+                **common.engine_options("ns-3", args.tcp_model), link_log=True)
     stack = json.loads((where / "summary.json").read_text())["stacks"][0]
     log = linklog.read_file(where / "stack-1.linklog")
     spec = scenario.cross[0]
@@ -576,6 +576,7 @@ def intro(args, skipped: dict, failed: list[str], load: list[float], minutes: fl
         f"ns-3 {'with the Linux profile (`--tcp-model linux`)' if args.tcp_model == 'linux' else 'with its own TCP (`--tcp-model ns3`)'} "
         f"against Linux's TCP over linkem, {args.runs} run(s) of each cell in each engine, interleaved, "
         f"chains of {args.stacks} stacks offline, {args.duration:g} s of each synthetic demand. "
+        f"{common.wakeup_note(args.tcp_model)}"
         "A cell is a (setting, workload, stack); its difference is ns-3's median over Linux's, in %; "
         "Linux's spread is (max - min) / median over its runs"
         f"{' (unmeasured with one run: –)' if args.runs < 2 else ''}. The study took "

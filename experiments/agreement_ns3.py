@@ -100,7 +100,7 @@ def run_cells(args, work: Path, lead_s: float = CROSS_LEAD_NS / 1e9, stacks: int
         for seed in range(1, (args.runs if workload == "variable" else 1) + 1):
             demand = vsftpd_standin() if workload == "vsftpd" else modmap.demand_of(workload, 15.0, seed, None)
             out = engines.run("ns-3", demand, modmap.scenario_of(setting, stacks, seed),
-                              work / f"{workload}-{seed}-{lead_s}", tcp_model=args.tcp_model,
+                              work / f"{workload}-{seed}-{lead_s}", **common.engine_options("ns-3", args.tcp_model),
                               cross_lead_ns=int(lead_s * 1e9))
             rows = modmap.rows_of(out, {"workload": workload, "seed": seed, "lead_s": lead_s})
             frames.append(rows[rows["stack"] >= 1])
@@ -158,7 +158,7 @@ def chains(args, work: Path):
         for k, lead in enumerate(leads, 1):
             where = work / f"chain-{c}-{k}"
             out = engines.run("ns-3", demand, modmap.scenario_of(setting, 1, args.seed), where,
-                              tcp_model=args.tcp_model, cross_lead_ns=int(lead * 1e9))
+                              **common.engine_options("ns-3", args.tcp_model), cross_lead_ns=int(lead * 1e9))
             row = modmap.rows_of(out, {})
             rows.append({"chain": c, "stack": k, "lead_s": lead,
                          "throughput_bps": float(row[row["stack"] == 1]["throughput_bps"].iloc[0])})
@@ -221,7 +221,7 @@ def rerun_map(args, work: Path, linux):
         setting = settings[name]
         where = work / f"map-{i}-{name.replace('/', '_')}-{workload}-{seed}"
         out = engines.run("ns-3", demand_for(args, workload, int(seed), kept), modmap.scenario_of(setting, stacks, int(seed)),
-                          where, **engines.options_for("ns-3", args.tcp_model))
+                          where, **common.engine_options("ns-3", args.tcp_model))
         frames.append(modmap.rows_of(out, {"engine": "ns-3", "workload": workload, "setting": name,
                                            "factor": setting.factor, "seed": int(seed), "demand": kept}))
     return pd.concat(frames, ignore_index=True)
@@ -326,7 +326,8 @@ def main_map(args) -> int:
             "live by the study; ns-3 replays the capture the study kept for each (setting, run), what Linux "
             f"replayed, and where it kept none (a study made before it kept them) a stand-in ({VSFTPD_WRITES} "
             f"writes of {VSFTPD_BYTES // VSFTPD_WRITES:,} B, {VSFTPD_GAP_NS / 1e6:g} ms apart) against Linux on "
-            f"the real server. {vsftpd_note(linux)}. Each score is given with and without vsftpd.", "",
+            f"the real server. {vsftpd_note(linux)}. Each score is given with and without vsftpd. "
+            f"{common.wakeup_note(args.tcp_model)}", "",
             map_body(args, results, ns3, linux)]
     print(results.write("The ns-3 side of the whole map against committed Linux runs", "\n".join(body)))
     return 0
@@ -344,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         chained = chains(args, work)
     agree = sum(all(abs(r[f"{m}_pct"]) <= 10 for m in METRICS) for _, r in cells.iterrows())
     body = [f"ns-3 ({args.tcp_model} profile) on {SETTING}, against the Linux runs in {args.against} "
-            "(Linux not re-run).", "", "## The four bulk flows alone", "",
+            f"(Linux not re-run). {common.wakeup_note(args.tcp_model)}", "", "## The four bulk flows alone", "",
             results.table("cross", cross), "", "## The cells (ns-3 vs Linux, %)", "",
             f"{agree} of {len(cells)} within 10 % on all four metrics (seed 1 against Linux's run 1); "
             "*_median_pct: ns-3's median over seeds against Linux's 3-run median.", "",

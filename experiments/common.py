@@ -91,6 +91,40 @@ def choices(p: argparse.ArgumentParser, option: str, text: str, known) -> list[s
     return names
 
 
+# The host's wake-up of a receiving application, given to ns-3's Linux profile
+# (Ns3Options.reader_wakeup_ns, `magnet replay ns3 --reader-wakeup`) by the studies that compare
+# ns-3 with Linux on this host.  Measured, not fitted: experiments/reader_wakeup.py's analysis
+# (`python -m magnet.experiments.reader_wakeup` measures again) of the 3 runs of round 10's
+# ackcomp captures (Linux 6.18 over
+# linkem on this 2-vCPU VM, the agreement study's probe path: duplex 20 Mbit/s, 30 ms, 100p,
+# tcp:4 each way, Python sinks; 12 s each, the first 2 s left out).  A receiver's ACK after its
+# connection's latest data segment is bimodal: the softirq's ACKs (up to 15 us, 29-33 %) p50
+# 9.5/9.8/9.7 us, the ACKs sent from the reader's recvmsg (15-100 us, 60-66 %) p50 26.8/27.6/30.2
+# us (p10 20, p90 34-55 us); 5-7 % later.  ns-3 spends nothing on a packet's way through the host,
+# so the wake-up is what the reader's path adds to the softirq's: 17.2/17.7/20.5 us, the median
+# to the microsecond.
+HOST_READER_WAKEUP_NS = 18_000
+
+
+def engine_options(engine: str, tcp_model: str = "linux") -> dict:
+    """An engine's options in a study that compares ns-3 with Linux on this host: ns-3's TCP
+    model and, with the linux model, this host's reader wake-up (HOST_READER_WAKEUP_NS)."""
+    from magnet.replay import engines
+    options = engines.options_for(engine, tcp_model)
+    if options and tcp_model == "linux":
+        options["reader_wakeup_ns"] = HOST_READER_WAKEUP_NS
+    return options
+
+
+def wakeup_note(tcp_model: str) -> str:
+    """What a study's README says of the host's reader wake-up it gave ns-3."""
+    if tcp_model != "linux":
+        return ""
+    return (f"ns-3's receiving applications read {HOST_READER_WAKEUP_NS / 1000:g} us after their data "
+            "becomes readable (`--reader-wakeup`, this host's wake-up as measured on Linux: "
+            "experiments/common.py HOST_READER_WAKEUP_NS). ")
+
+
 def add_tcp_model(p: argparse.ArgumentParser) -> None:
     """--tcp-model for a study that runs ns-3: its TCP, Linux's (the default) or ns-3's own."""
     p.add_argument("--tcp-model", choices=("linux", "ns3"), default="linux",

@@ -58,7 +58,8 @@ def sweep_keys() -> dict:
     keys = {"stacks": ("stacks", knobs.positive_count), "mode": ("mode", _mode),
             "seed": ("seed", knobs.count), "cross": ("cross", _cross_list),
             "new_data_only": ("new_data_only", knobs.onoff),
-            "start_offset": ("start_offset", knobs.duration), "tcp_model": ("tcp_model", _tcp_model)}
+            "start_offset": ("start_offset", knobs.duration), "tcp_model": ("tcp_model", _tcp_model),
+            "reader_wakeup": ("reader_wakeup", knobs.duration)}
     for flag, name, convert, *_ in scenario.PATH_FLAGS:
         keys[_key(flag)] = (f"path_{name}", lambda text, convert=convert: (convert(text),))
     for flag, name, convert, *_ in scenario.TCP_FLAGS:
@@ -113,6 +114,11 @@ def register_ns3(replayers) -> None:
     g.add_argument("--tcp-model", choices=scenario.TCP_MODELS, default="linux",
                    help="linux: ns-3 with Linux 6.x's TCP (delayed ACKs, Nagle, RTO, buffers, tail "
                         "loss probes as Linux has them); ns3: ns-3's own TcpSocketBase (default linux)")
+    g.add_argument("--reader-wakeup", type=knobs.arg(knobs.duration), default=0, metavar="DURATION",
+                   help="linux model: the host's wake-up of each receiving application (the replay's "
+                        "receivers, the cross traffic's sinks): data that becomes readable is read "
+                        "this long after, everything then readable in one read, and the ACKs Linux "
+                        "sends on a read leave then (default 0: at once, an ideal host)")
     g.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2",
                    help="run every combination; KEY is any flag above without its dashes "
                         "(rate, loss, cross, cc, window-scaling, ..., new-data-only); repeatable")
@@ -129,7 +135,7 @@ def _chain(args):
     from . import ns3, scenario
     chain = scenario.from_args(args)
     options = ns3.Ns3Options(new_data_only=args.new_data_only, start_offset_ns=args.start_offset,
-                             tcp_model=args.tcp_model)
+                             tcp_model=args.tcp_model, reader_wakeup_ns=args.reader_wakeup)
     ns3.chain_args(chain, options)              # what ns-3 cannot run, refused before building it
     return chain, options
 

@@ -157,10 +157,14 @@ class Ns3Options:
     tcp_model: str = "linux"           # linux: Linux 6.x's TCP (MagnetLinuxTcpSocket); ns3: ns-3's own
     cross_schedules: bool = True       # UDP cross traffic plays cross.py's schedules (False: ns-3 draws)
     link_log: bool = False             # each stack's bottleneck log, stack-K.linklog (linkem's format)
+    reader_wakeup_ns: int = 0          # linux: the host's wake-up of every receiving application (0: at once)
 
     def __post_init__(self):
         if self.tcp_model not in TCP_MODELS:
             raise ValueError(f"TCP model {self.tcp_model!r}: {' or '.join(TCP_MODELS)}")
+        if self.reader_wakeup_ns < 0 or (self.reader_wakeup_ns and self.tcp_model != "linux"):
+            raise ValueError(f"reader wake-up {self.reader_wakeup_ns} ns: 0 or more, with the linux "
+                             "TCP model (ns-3's own TcpSocketBase reads at once)")
 
 
 def _loss(loss: knobs.Loss) -> str:
@@ -226,7 +230,8 @@ def chain_args(scenario: Scenario, options: Ns3Options = Ns3Options()) -> list[s
         "delAckCount": tcp.delack_count or 0,
         "delAckTimeout": f"{tcp.delack_timeout_ns}ns" if tcp.delack_timeout_ns is not None else "-1ns",
         "mss": tcp.mss or 0, "sndbuf": tcp.sndbuf or 0, "rcvbuf": tcp.rcvbuf or 0,
-        "readSize": tcp.read_size, "newDataOnly": options.new_data_only,
+        "readSize": tcp.read_size, "readerWakeup": f"{options.reader_wakeup_ns}ns",
+        "newDataOnly": options.new_data_only,
         "startOffset": f"{options.start_offset_ns}ns", "crossLead": f"{options.cross_lead_ns}ns",
         "stream": options.stream, "bulkReference": options.bulk_reference, "noTrace": options.no_trace,
     }

@@ -30,7 +30,8 @@ def replay_app_ns3(args) -> int:
         if args.path_duplex is None:          # whole applications: a link each way
             scenario = scenario.replace(path=tuple(replace(p, duplex=True) for p in scenario.path))
         ns3.check_held(scenario, schedules=False)
-        ns3.chain_args(scenario.replace(stacks=1))
+        options = ns3.Ns3Options(tcp_model=args.tcp_model, reader_wakeup_ns=args.reader_wakeup)
+        ns3.chain_args(scenario.replace(stacks=1), options)
     except ValueError as e:
         raise UsageError("magnet replay ns3", str(e)) from None
     demand = app_demand.read(args.demand)
@@ -39,7 +40,7 @@ def replay_app_ns3(args) -> int:
     csv = ns3.write_app_csv(demand, out / "demand.csv")
     programs = ns3.build()
     try:
-        run = ns3.run_app(csv, out, scenario, ns3.Ns3Options(tcp_model=args.tcp_model), open_loop=args.open_loop,
+        run = ns3.run_app(csv, out, scenario, options, open_loop=args.open_loop,
                           programs=programs)
         failed = None
     except ns3.AppRunFailed as e:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from magnet.experiments import agreement_ns3
+from magnet.experiments import agreement_ns3, common
 from magnet.replay import engines
 
 from .conftest import require
@@ -64,6 +64,16 @@ def test_map_rescores_a_cell_against_the_committed_linux_runs(tmp_path):
         study="map", demand=agreement_ns3.SYNTHETIC, throughput_bps=linux["throughput_bps"].values * 2))
     assert (halved["throughput_diff_pct"] < -40).all() and not halved["agrees"].any()
     assert "Linux not re-run" in (out / "README.md").read_text()
+    assert f"read {common.HOST_READER_WAKEUP_NS / 1000:g} us after" in (out / "README.md").read_text()
+
+
+def test_studies_give_ns3s_linux_profile_the_hosts_reader_wakeup():
+    """The studies comparing ns-3 with Linux on this host run ns-3's receiving applications with
+    the host's measured wake-up (the linux model only; Linux's own runs take no option)."""
+    assert common.engine_options("ns-3", "linux") == {"tcp_model": "linux",
+                                                      "reader_wakeup_ns": common.HOST_READER_WAKEUP_NS}
+    assert common.engine_options("ns-3", "ns3") == {"tcp_model": "ns3"}
+    assert common.engine_options("tcp", "linux") == {}
 
 
 def test_combined_takes_the_medians_where_the_spread_study_has_them():

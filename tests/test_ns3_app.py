@@ -321,6 +321,28 @@ def test_cli_tcp_model_reaches_ns3(programs, demand_csv, tmp_path):
             assert f"Model={model} " in proc.stdout_text, proc.stdout_text
 
 
+def test_reader_wakeup_is_an_ns3_option_of_the_linux_model():
+    """Ns3Options.reader_wakeup_ns reaches magnet-chain as --readerWakeup (0 by default: an
+    ideal host); ns-3's own TcpSocketBase reads at once, so the ns3 model refuses it."""
+    assert "--readerWakeup=0ns" in ns3.chain_args(Scenario(stacks=1))
+    assert "--readerWakeup=25000ns" in ns3.chain_args(Scenario(stacks=1), ns3.Ns3Options(reader_wakeup_ns=25_000))
+    for bad in ({"reader_wakeup_ns": -1}, {"reader_wakeup_ns": 25_000, "tcp_model": "ns3"}):
+        with pytest.raises(ValueError, match="with the linux TCP model"):
+            ns3.Ns3Options(**bad)
+
+
+def test_cli_reader_wakeup_reaches_ns3(programs, demand_csv, tmp_path):
+    """`--reader-wakeup` is the wake-up ns-3's Linux profile applies, for a whole application and
+    for a chain (0 by default); with `--tcp-model ns3` it is refused in one line."""
+    for demand, extra in ((demand_csv, []), ("synth:ftp", ["--duration", "1"])):
+        for flags, shown in (([], "ReaderWakeup=0s"), (["--reader-wakeup", "25us"], "ReaderWakeup=25us")):
+            proc = run_magnet("replay", "ns3", demand, *extra, *flags, "--no-plots", "-o", tmp_path / shown,
+                              check=True)
+            assert shown in proc.stdout_text, proc.stdout_text
+        assert_clean_error(run_magnet("replay", "ns3", demand, *extra, "--tcp-model", "ns3", "--reader-wakeup",
+                                      "25us", "-o", tmp_path / "bad"), "with the linux TCP model")
+
+
 # ------------------------------------------------ where a side's wire is seen ---
 # A 1 MB download fills the reverse bottleneck's 20-packet queue (and overflows it in slow
 # start) while the server writes 50 bytes every 100 ms on a second, idle connection.

@@ -354,6 +354,8 @@ Parse(int argc, char* argv[])
     cmd.AddValue("sndbuf", "TCP send buffer, bytes (0: ns-3's default)", t.sndBuf);
     cmd.AddValue("rcvbuf", "TCP receive buffer, bytes (0: ns-3's default)", t.rcvBuf);
     cmd.AddValue("readSize", "bytes per read at the sinks", t.readSize);
+    cmd.AddValue("readerWakeup", "linux model: the host's wake-up of each receiving application, "
+                                 "data readable -> its read (0: at once)", t.readerWakeup);
     cmd.AddValue("newDataOnly", "offline: leave retransmitted bytes out of the next demand", newDataOnly);
     cmd.AddValue("startOffset", "time from connection to the demand's time zero", c.startOffset);
     cmd.AddValue("seed", "random seed of ns-3's draws (jitter, cross traffic; loss: --pathSeed)", c.seed);

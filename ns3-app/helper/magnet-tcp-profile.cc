@@ -148,6 +148,13 @@ MagnetTcpProfile::Validate(const MagnetTcpConfig& tcp)
     {
         throw std::invalid_argument("the read size and the MSS must be positive (MSS above 12)");
     }
+    if (tcp.readerWakeup.IsStrictlyNegative() || (!tcp.Linux() && !tcp.readerWakeup.IsZero()))
+    {
+        throw std::invalid_argument("--readerWakeup " + std::to_string(tcp.readerWakeup.GetNanoSeconds()) +
+                                    "ns" +
+                                    ": a time of 0 or more, for the linux model (ns-3's TcpSocketBase "
+                                    "reads at once)");
+    }
     if (tcp.Linux() && tcp.delAckTimeout > kLinuxDelAckMax)
     {
         throw std::invalid_argument("--delAckTimeout " + MagnetFormatTime(tcp.delAckTimeout) +
@@ -228,6 +235,7 @@ MagnetTcpProfile::ApplyDefaults() const
                  TimeValue(std::min(tcp.delAckTimeout, kLinuxDelAckMax)));
     SetDefaultOr("ns3::MagnetLinuxTcpSocket::SoSndBuf", tcp.sndBuf > 0, UintegerValue(tcp.sndBuf));
     SetDefaultOr("ns3::MagnetLinuxTcpSocket::SoRcvBuf", tcp.rcvBuf > 0, UintegerValue(tcp.rcvBuf));
+    SetDefaultOr("ns3::MagnetLinuxTcpSocket::ReaderWakeup", linux, TimeValue(tcp.readerWakeup));
 }
 
 std::vector<std::pair<std::string, std::string>>
@@ -275,6 +283,7 @@ MagnetTcpProfile::Settings() const
         {"GiveUp", "SYN x" + Current("ns3::TcpSocket", "ConnCount") + " (" + Current(linux, "SynLinearTimeouts") +
                        " linear), data after tcp_retries2=" + Current(linux, "Retries2") +
                        "'s time from the first retransmission, RTO doubling up to " + Current(linux, "RtoMax")},
+        {"ReaderWakeup", MagnetFormatTime(m_tcp.readerWakeup)},
         {"TailLossProbe", Current(linux, "TailLossProbe")},
         {"Rack", Current(linux, "Rack") == "true"
                      ? "on (loss when a later-sent segment is delivered; reo_wnd min_rtt/4, 0 in recovery)"

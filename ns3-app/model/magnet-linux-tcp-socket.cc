@@ -198,7 +198,14 @@ MagnetLinuxTcpSocket::GetTypeId()
                           "(ConnTimeout) before it doubles; ns-3's ConnCount counts every SYN sent.",
                           UintegerValue(4),
                           MakeUintegerAccessor(&MagnetLinuxTcpSocket::m_synLinear),
-                          MakeUintegerChecker<uint32_t>(0, 20));
+                          MakeUintegerChecker<uint32_t>(0, 20))
+            .AddAttribute("ReaderWakeup",
+                          "The host's wake-up of the reading application: data made readable is read "
+                          "this long after (the woken task's recvmsg, after the softirq's ACK decision), "
+                          "everything readable then in one wake-up; 0: at once (an ideal host).",
+                          TimeValue(Time(0)),
+                          MakeTimeAccessor(&MagnetLinuxTcpSocket::m_readerWakeup),
+                          MakeTimeChecker(Time(0)));
     return tid;
 }
 
@@ -228,6 +235,7 @@ MagnetLinuxTcpSocket::MagnetLinuxTcpSocket(const MagnetLinuxTcpSocket& sock)
       m_retries2(sock.m_retries2),
       m_rtoMax(sock.m_rtoMax),
       m_synLinear(sock.m_synLinear),
+      m_readerWakeup(sock.m_readerWakeup),
       m_userNoDelay(sock.m_userNoDelay),
       m_sndBuf(sock.m_sndBuf)
 {
@@ -272,6 +280,7 @@ MagnetLinuxTcpSocket::DoDispose()
     Simulator::Cancel(m_delAckTimer);
     Simulator::Cancel(m_probeTimer);
     Simulator::Cancel(m_reoTimer);
+    Simulator::Cancel(m_readerEvent);
     TcpSocketBase::DoDispose();
 }
 
@@ -415,14 +424,7 @@ MagnetLinuxTcpSocket::ReceivedData(Ptr<Packet> packet, const TcpHeader& tcpHeade
     bool advanced = rx->NextRxSequence() > expected;
     if (advanced && !m_shutdownRecv)
     {
-        m_inReceive = true;
-        m_readInReceive = 0;
-        NotifyDataRecv();
-        m_inReceive = false;
-        if (m_readInReceive)
-        {
-            CleanupRbuf(m_readInReceive);
-        }
+        WakeReader();
     }
     if (advanced && rx->Finished() && (tcpHeader.GetFlags() & TcpHeader::FIN) == 0)
     {
@@ -683,6 +685,41 @@ MagnetLinuxTcpSocket::CleanupRbuf(uint32_t copied)
     {
         m_stats.onRead++;
         SendAck();
+    }
+}
+
+void
+MagnetLinuxTcpSocket::WakeReader()
+{
+    // The softirq has queued the data and decided on its ACK; the reader runs once the
+    // host has woken it.  Data arriving while it is woken joins that read.
+    if (m_readerWakeup.IsZero())
+    {
+        ReadNow();
+    }
+    else if (!m_readerEvent.IsPending())
+    {
+        m_readerEvent = Simulator::Schedule(m_readerWakeup, &MagnetLinuxTcpSocket::ReadNow, this);
+    }
+}
+
+void
+MagnetLinuxTcpSocket::ReadNow()
+{
+    // The woken reader reads everything readable (tcp_recvmsg), then tcp_cleanup_rbuf
+    // decides on an ACK once for what it copied.  Nothing left (the close handler read it):
+    // no read.
+    if (m_shutdownRecv || (!m_readerWakeup.IsZero() && m_tcb->m_rxBuffer->Available() == 0))
+    {
+        return;
+    }
+    m_inReceive = true;
+    m_readInReceive = 0;
+    NotifyDataRecv();
+    m_inReceive = false;
+    if (m_readInReceive)
+    {
+        CleanupRbuf(m_readInReceive);
     }
 }
 

@@ -59,6 +59,12 @@ namespace ns3
  *   is resent (tcp_xmit_retransmit_queue), where ns-3 restarts it on the first
  *   partial ACK of a recovery only; from the head's last send instead when a loss
  *   probe or RACK's reordering timer held its place (tcp_rearm_rto: tcp_rto_delta_us).
+ * - **The reading application's wake-up** (ReaderWakeup, a property of the host, 0: an
+ *   ideal host): data made readable wakes the reader that long after (Linux decides on
+ *   the ACK in its softirq; the woken task's recvmsg comes later), one wake-up reading
+ *   everything then readable; what Linux does at the read (tcp_cleanup_rbuf's ACK,
+ *   tcp_rcv_space_adjust) happens then.  A FIN still tells the application at once (ns-3's
+ *   close notification, whose handler reads what is left).
  * - **Slow start after idle** (tcp_cwnd_restart): a send after more than
  *   an RTO with nothing in flight restarts from the initial window.
  * - **Buffers with autotuning**: the receive window of tcp_rmem (131072
@@ -235,6 +241,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint32_t SelectWindow() const;
     void GrowWindow(uint32_t len, uint32_t uncharged = 0);
     void RcvSpaceAdjust();
+    void WakeReader(); //!< data became readable: the application reads, now or once woken
+    void ReadNow();    //!< the application's read of what is readable, then tcp_cleanup_rbuf
     void RcvRttMeasure(const TcpHeader& header, uint32_t len);
 
     // ---- sending ----
@@ -317,6 +325,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint32_t m_retries2;   //!< tcp_retries2: the time 15 backed-off RTOs would take, then give up
     Time m_rtoMax;         //!< tcp_rto_max_ms (TCP_RTO_MAX): the backed-off RTO's cap
     uint32_t m_synLinear;  //!< tcp_syn_linear_timeouts: SYN timeouts before the backoff
+    Time m_readerWakeup;   //!< the host: data readable -> the woken reader's read (0: at once)
 
     // Receiver state
     uint8_t m_pending{0};
@@ -332,6 +341,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool m_seqInit{false};     //!< the sequence bookkeeping below starts with the first data
     bool m_inReceive{false};   //!< inside ReceivedData: reads defer their ACK check
     uint32_t m_readInReceive{0};
+    EventId m_readerEvent;     //!< the reader's pending wake-up (ReaderWakeup)
     AckStats m_stats;
 
     // Receive window (bytes of data unless said otherwise)

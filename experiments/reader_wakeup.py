@@ -1,0 +1,147 @@
+"""The host's wake-up of a receiving application, measured on Linux over linkem: the value the
+studies give ns-3's Linux profile (experiments/common.py HOST_READER_WAKEUP_NS,
+`magnet replay ns3 --reader-wakeup`).
+
+    python -m magnet.experiments.reader_wakeup [--runs 3] [--seconds 12] [--out DIR]   # root
+
+Each run is the agreement study's probe path with no probe: duplex 20 Mbit/s, 30 ms, a 100-packet
+drop-tail queue each way, tcp:4 both ways (magnet's bulk senders and Python sinks), with tcpdump
+(nanosecond stamps, headers only) on both cross namespaces' devices.  For every pure ACK a host
+sends, its lag after the latest data segment of that connection it received: bimodal, the ACKs
+Linux sends from the softirq (__tcp_ack_snd_check; up to 15 us) and those it sends when the
+woken reader reads (tcp_cleanup_rbuf, from recvmsg; 15-100 us).  ns-3 spends nothing on a
+packet's way through the host, so the wake-up it takes is what the reader's path adds to the
+softirq's: per run the difference of the two modes' medians; the value, their median over runs.
+Real-time runs: take `flock /work/.realtime.lock` where others run them too.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import common
+
+SOFTIRQ_MAX_US = 15.0      # the softirq's ACKs: up to this after their segment
+READER_MAX_US = 100.0      # the reader's, above that up to this (later: a host busy elsewhere)
+
+
+def read_pcap(path: Path) -> np.ndarray:
+    """A nanosecond pcap of IPv4 TCP headers (tcpdump --time-stamp-precision=nano, LINKTYPE_RAW
+    or a TUN device's): time, addresses, ports, payload length, one row per packet."""
+    raw = Path(path).read_bytes()
+    if struct.unpack("<I", raw[:4])[0] != 0xa1b23c4d:
+        raise ValueError(f"{path}: not a nanosecond little-endian pcap")
+    rows, pos = [], 24
+    while pos + 16 <= len(raw):
+        sec, ns, incl, _ = struct.unpack("<IIII", raw[pos:pos + 16])
+        buf = raw[pos + 16:pos + 16 + incl]
+        pos += 16 + incl
+        if len(buf) < 40 or buf[0] >> 4 != 4 or buf[9] != 6:
+            continue
+        ihl = (buf[0] & 15) * 4
+        total = buf[2] << 8 | buf[3]
+        sport, dport = struct.unpack(">HH", buf[ihl:ihl + 4])
+        pay = total - ihl - (buf[ihl + 12] >> 4) * 4
+        rows.append((sec * 10**9 + ns, bytes(buf[12:16]), bytes(buf[16:20]), sport, dport, pay))
+    dt = np.dtype([("t", "i8"), ("src", "S4"), ("dst", "S4"), ("sport", "u2"), ("dport", "u2"), ("pay", "i4")])
+    return np.array(rows, dtype=dt)
+
+
+def ack_lags_us(packets: np.ndarray, me: bytes) -> np.ndarray:
+    """For each pure ACK host `me` sent on a connection it received data on (10 segments or
+    more), microseconds since the latest data segment of that connection it had received."""
+    tx, rx = packets[packets["src"] == me], packets[packets["dst"] == me]
+    acks, data = tx[tx["pay"] == 0], rx[rx["pay"] > 0]
+    key_tx = acks["sport"].astype(np.int64) << 16 | acks["dport"]
+    key_rx = data["dport"].astype(np.int64) << 16 | data["sport"]
+    out = []
+    for key in np.unique(key_tx):
+        t_data = np.sort(data["t"][key_rx == key])
+        if len(t_data) < 10:
+            continue
+        t_ack = acks["t"][key_tx == key]
+        k = np.searchsorted(t_data, t_ack, side="right") - 1
+        out.append((t_ack[k >= 0] - t_data[k[k >= 0]]) / 1e3)
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def modes(lags_us: np.ndarray) -> dict:
+    """The softirq's and the reader's ACKs in a run's lags: shares, medians, and the wake-up,
+    the reader's median less the softirq's."""
+    soft = lags_us[lags_us <= SOFTIRQ_MAX_US]
+    reader = lags_us[(lags_us > SOFTIRQ_MAX_US) & (lags_us <= READER_MAX_US)]
+    n = max(len(lags_us), 1)
+    row = {"acks": len(lags_us), "softirq_pct": 100 * len(soft) / n, "reader_pct": 100 * len(reader) / n,
+           "later_pct": 100 * float((lags_us > READER_MAX_US).sum()) / n,
+           "softirq_p50_us": float(np.median(soft)) if len(soft) else np.nan}
+    for p in (10, 50, 90):
+        row[f"reader_p{p}_us"] = float(np.percentile(reader, p)) if len(reader) else np.nan
+    row["wakeup_us"] = row["reader_p50_us"] - row["softirq_p50_us"]
+    return row
+
+
+def run_linux(where: Path, seconds: float, seed: int) -> np.ndarray:
+    """One real-time run over linkem; the ACK lags of both hosts, pooled."""
+    from magnetlib import knobs
+    from magnet.replay import wan
+    from magnet.replay.scenario import Path as NetPath, Scenario, cross
+    scenario = Scenario(stacks=1, path=(NetPath(rate_bps=20_000_000, delay_ns=30_000_000,
+                                                queue=knobs.Queue(100, "packets"), duplex=True),),
+                        cross=(cross("tcp:4"),), seed=seed)
+    where.mkdir(parents=True, exist_ok=True)
+    with wan.chain(f"mgw{os.getpid() % 10000}", scenario, where) as net:
+        s = net.stack(1)
+        dumps = [net.popen(ns, ["tcpdump", "-i", dev, "-n", "-s", "96", "-B", "16384",
+                                "--time-stamp-precision=nano", "-w", str(where / f"{name}.pcap"), "tcp"],
+                           stderr=open(where / f"{name}.tcpdump.log", "w"))
+                 for ns, dev, name in ((s.cross_ns[0], s.cross_dev[0], "a"), (s.cross_ns[1], s.cross_dev[1], "b"))]
+        time.sleep(1.0)
+        with wan.crossing(net, scenario, [1], cc="cubic", warmup_s=0):
+            time.sleep(seconds)
+        time.sleep(0.5)
+        for p in dumps:
+            p.send_signal(signal.SIGINT)
+        for p in dumps:
+            p.wait(timeout=20)
+    skip = 2e9                                    # each flow's slow start and first losses
+    lags = []
+    for name, addr in (("a", s.cross_addr[0]), ("b", s.cross_addr[1])):
+        packets = read_pcap(where / f"{name}.pcap")
+        packets = packets[packets["t"] > packets["t"][0] + skip]
+        lags.append(ack_lags_us(packets, bytes(int(x) for x in addr.split("/")[0].split("."))))
+    return np.concatenate(lags)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = common.bench_parser("reader_wakeup", "reader_wakeup", __doc__)
+    p.add_argument("--runs", type=int, default=3, help="real-time runs (default 3)")
+    p.add_argument("--seconds", type=float, default=12.0, help="each run's length (default 12)")
+    p.add_argument("--work", type=Path, default=None, help="keep the captures here")
+    args = common.parse(p, argv)
+    common.quick(p, args, runs=1, seconds=4.0)
+    results = common.Results("reader_wakeup", args)
+    rows = []
+    with common.workspace(args, "magnet-reader-wakeup-") as work:
+        for run in common.progress(range(1, args.runs + 1), "runs"):
+            load = common.load()
+            rows.append({"run": run, **modes(run_linux(work / f"run-{run}", args.seconds, args.seed + run - 1)),
+                         "load": load})
+    table = pd.DataFrame(rows)
+    value = float(np.median(table["wakeup_us"]))
+    body = [f"The reader's wake-up over {len(table)} run(s): median **{value:.1f} us** "
+            f"(runs {', '.join(f'{v:.1f}' for v in table['wakeup_us'])}); "
+            f"experiments/common.py HOST_READER_WAKEUP_NS is {common.HOST_READER_WAKEUP_NS / 1000:g} us.",
+            "", results.table("modes", table), "", args.note]
+    print(results.write("The receiving application's wake-up on this host (Linux over linkem)", "\n".join(body)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

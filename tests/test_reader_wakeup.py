@@ -1,0 +1,55 @@
+"""The reader's wake-up measured from a capture (experiments/reader_wakeup.py): the analysis,
+on a capture written here (the real-time runs need root and linkem)."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from magnet.experiments import reader_wakeup
+
+ME, PEER = bytes([10, 0, 0, 2]), bytes([10, 0, 0, 1])
+
+
+def packet(src: bytes, dst: bytes, sport: int, dport: int, payload: int) -> bytes:
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 40 + payload, 0, 0, 64, 6, 0, src, dst)
+    tcp = struct.pack(">HHIIBBHHH", sport, dport, 0, 0, 5 << 4, 0x10, 1000, 0, 0)
+    return ip + tcp + bytes(payload)
+
+
+def write_pcap(path, packets) -> None:
+    out = [struct.pack("<IHHiIII", 0xa1b23c4d, 2, 4, 0, 0, 65535, 101)]
+    for t_ns, buf in packets:
+        out.append(struct.pack("<IIII", t_ns // 10**9, t_ns % 10**9, len(buf), len(buf)) + buf)
+    path.write_bytes(b"".join(out))
+
+
+def test_ack_lags_and_the_wakeup_from_a_capture(tmp_path):
+    """Each ACK's lag is after the latest data of its own connection; the wake-up is the
+    reader's median less the softirq's (lags over 100 us counted apart)."""
+    rows, t = [], 10**9
+    for i in range(40):                     # connection 1: data in, the ACK 10 us (even) or 30 us after
+        rows.append((t, packet(PEER, ME, 5999, 40000, 1448)))
+        rows.append((t + (10_000 if i % 2 == 0 else 30_000), packet(ME, PEER, 40000, 5999, 0)))
+        rows.append((t + 5_000, packet(PEER, ME, 6000, 40001, 1448)))    # connection 2's data between
+        t += 1_000_000
+    rows.append((t, packet(PEER, ME, 5999, 40000, 1448)))
+    rows.append((t + 500_000, packet(ME, PEER, 40000, 5999, 0)))        # a late one
+    rows.append((t + 600_000, packet(ME, PEER, 50000, 7000, 100)))     # this host's own data: no ACK
+    write_pcap(tmp_path / "a.pcap", sorted(rows, key=lambda r: r[0]))
+    packets = reader_wakeup.read_pcap(tmp_path / "a.pcap")
+    assert len(packets) == len(rows)
+    lags = reader_wakeup.ack_lags_us(packets, ME)
+    assert sorted(set(lags.round(3))) == [10.0, 30.0, 500.0]
+    row = reader_wakeup.modes(lags)
+    assert row["acks"] == 41 and row["softirq_pct"] == pytest.approx(100 * 20 / 41)
+    assert row["softirq_p50_us"] == 10 and row["reader_p50_us"] == 30 and row["wakeup_us"] == 20
+    assert row["later_pct"] == pytest.approx(100 / 41)
+
+
+def test_a_capture_not_in_nanoseconds_is_refused_and_an_empty_one_has_no_lags(tmp_path):
+    (tmp_path / "u.pcap").write_bytes(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 101))
+    with pytest.raises(ValueError, match="nanosecond"):
+        reader_wakeup.read_pcap(tmp_path / "u.pcap")
+    write_pcap(tmp_path / "e.pcap", [])
+    assert reader_wakeup.ack_lags_us(reader_wakeup.read_pcap(tmp_path / "e.pcap"), ME).size == 0
