@@ -497,19 +497,24 @@ def cross_figure(table: pd.DataFrame):
 # building the Linux profile; see docs/ns3-replay.md).  A cell within Linux's own spread
 # is noise, whatever its setting.
 MECHANISMS = {
-    "rtt=2ms": "linkem and the TUN devices add 0.3-0.8 ms to each round trip (a wake-up of the "
-               "emulator and of each end): 15-40 % of a 2 ms RTT; ns-3's path is exactly 2 ms",
+    "rtt=2ms": "linkem delivers each packet p50 25 us late and reads it p50 17 us after the device sent "
+               "it, and each host takes 5-10 us more (tcpdump against linkem's log): about 0.1 ms of a "
+               "2 ms round trip; ns-3's path is exactly 2 ms",
     "cc=bbr": "ns-3's TcpBbr is not Linux's bbr (its gains, its probing of the RTT and of the bandwidth "
               "of an application-limited flow)",
-    "cross=tcp:4": "the four bulk flows' sawtooth: a transfer's throughput depends on when it starts against "
-                   "it (ns-3 on vsftpd: 2.4-6.3 Mbit/s over 12 start times, Linux 2.7-4.5 in 4 runs), and "
-                   "ns-3, deterministic, meets the same phase at every stack; the queue the flows hold agrees "
-                   "since the profile has Linux's CUBIC and PRR (results/agreement/README.md, ns-3 re-run)",
+    "cross=tcp:4": "four bulk flows each way: a transfer's throughput depends on where in their sawtooth "
+                   "it starts (ns-3, deterministic, meets one phase at every stack) and on how compressed "
+                   "the flows' ACKs come back: Linux's receivers send most ACKs when the woken reader reads "
+                   "(after a flow's first loss), 27-30 us after the segment, often after the other "
+                   "direction's data, which splits its bursts; ns-3's reader wakes 18 us after its data "
+                   "(HOST_READER_WAKEUP_NS), short of the 20.8 us an ACK takes at 20 Mbit/s, so its ACKs "
+                   "stay compressed and slow-start rounds leave whole (docs/ns3-replay.md)",
     "cross=pareto:50%": "the same datagrams in both engines; Linux's sender leaves some late (udpsched's "
                         "p99 in cross.csv) and the on periods run at the link's rate, so any late datagram "
                         "queues up behind the rest",
-    "wan": "2001's TCP (NewReno, no SACK: no tail loss probe) with random loss and Pareto cross traffic: "
-           "ns-3 and Linux recover differently without SACK (Linux's RFC 6582 NewReno, ns-3's)",
+    "wan": "2001's TCP (NewReno, no SACK) with 0.5 % random loss and Pareto cross traffic: from stack 2 "
+           "each stack replays the previous one's recovered wire, and a loss or a burst met at another "
+           "moment compounds (Linux's own spread at stacks 3-4: 70-80 % in throughput over 3 runs)",
 }
 SPREAD_NOTE = "within Linux's own run-to-run spread"
 LOAD_NOTE = ("later stacks replay the earlier stack's wire; on a loaded machine Linux's receiver reads "
