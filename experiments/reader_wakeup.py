@@ -1,17 +1,30 @@
-"""The host's wake-up of a receiving application, measured on Linux over linkem: the value the
-studies give ns-3's Linux profile (experiments/common.py HOST_READER_WAKEUP_NS,
-`magnet replay ns3 --reader-wakeup`).
+"""The host's lags on a packet's way through it, measured on Linux over linkem: the values the
+studies give ns-3's Linux profile (experiments/common.py HOST_ACK_LAG_NS, HOST_REPLY_LAG_NS,
+HOST_READER_WAKEUP_NS; `magnet replay ns3 --ack-lag --reply-lag --reader-wakeup`).
 
     python -m magnet.experiments.reader_wakeup [--runs 3] [--seconds 12] [--out DIR]   # root
 
 Each run is the agreement study's probe path with no probe: duplex 20 Mbit/s, 30 ms, a 100-packet
 drop-tail queue each way, tcp:4 both ways (magnet's bulk senders and Python sinks), with tcpdump
-(nanosecond stamps, headers only) on both cross namespaces' devices.  For every pure ACK a host
-sends, its lag after the latest data segment of that connection it received: bimodal, the ACKs
-Linux sends from the softirq (__tcp_ack_snd_check; up to 15 us) and those it sends when the
-woken reader reads (tcp_cleanup_rbuf, from recvmsg; 15-100 us).  ns-3 spends nothing on a
-packet's way through the host, so the wake-up it takes is what the reader's path adds to the
-softirq's: per run the difference of the two modes' medians; the value, their median over runs.
+(nanosecond stamps, headers only) on both cross namespaces' devices.  Every lag is one definition
+both engines share: a packet in at the host's device -> the packet it causes out at that device.
+
+- **ACK lag** (a segment carrying data -> the ACK TCP sends for it): for every pure ACK a host
+  sends, its lag after the latest data segment of that connection it received.  Bimodal: the ACKs
+  Linux sends from the softirq (__tcp_ack_snd_check; up to 15 us) and those it sends when the
+  woken reader reads (tcp_cleanup_rbuf, from recvmsg; 15-100 us).  The softirq's mode's median is
+  the ACK lag (ns-3's AckLag: a data segment's arrival -> its processing by TCP, where the
+  softirq's ACK leaves); the reader's mode's median is the **reader lag**.
+- **Reader wake-up** (ns-3's ReaderWakeup: the processing -> the reader's read): per run the
+  reader's median less the softirq's, so that in ns-3 the reader's ACK leaves AckLag +
+  ReaderWakeup after its segment, the reader lag; the value, their median over runs.
+- **Reply lag** (a pure ACK -> the data it releases): for every pure ACK a host received on a
+  connection it sends data on (10 segments or more), the lag until the first data segment that
+  host sent on that connection after it, counted only when that segment left before the
+  connection's next ACK arrived (a reply to this ACK, not a write the application made later);
+  per run p10/p50/p90, the value their p50's median over runs (ns-3's ReplyLag: a pure ACK's
+  arrival -> its processing by TCP, where the data it releases leaves).
+
 Real-time runs: take `flock /work/.realtime.lock` where others run them too.
 """
 from __future__ import annotations
@@ -72,6 +85,37 @@ def ack_lags_us(packets: np.ndarray, me: bytes) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0)
 
 
+def reply_lags_us(packets: np.ndarray, me: bytes) -> np.ndarray:
+    """For each pure ACK host `me` received on a connection it sent data on (10 segments or
+    more), microseconds until the first data segment of that connection it sent after it, where
+    that segment left before the connection's next ACK arrived (else no reply: left out)."""
+    tx, rx = packets[packets["src"] == me], packets[packets["dst"] == me]
+    acks, data = rx[rx["pay"] == 0], tx[tx["pay"] > 0]
+    key_rx = acks["dport"].astype(np.int64) << 16 | acks["sport"]
+    key_tx = data["sport"].astype(np.int64) << 16 | data["dport"]
+    out = []
+    for key in np.unique(key_tx):
+        t_data = np.sort(data["t"][key_tx == key])
+        t_ack = np.sort(acks["t"][key_rx == key])
+        if len(t_data) < 10 or not len(t_ack):
+            continue
+        k = np.searchsorted(t_data, t_ack, side="right")          # the first data sent after each ACK
+        nxt = np.r_[t_ack[1:], np.iinfo(np.int64).max]             # ... before the next ACK came
+        ok = k < len(t_data)
+        reply = t_data[np.minimum(k, len(t_data) - 1)]
+        ok &= reply < nxt
+        out.append((reply[ok] - t_ack[ok]) / 1e3)
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def replies(lags_us: np.ndarray) -> dict:
+    """A run's reply lags: how many, and their p10/p50/p90."""
+    row = {"replies": len(lags_us)}
+    for p in (10, 50, 90):
+        row[f"reply_p{p}_us"] = float(np.percentile(lags_us, p)) if len(lags_us) else np.nan
+    return row
+
+
 def modes(lags_us: np.ndarray) -> dict:
     """The softirq's and the reader's ACKs in a run's lags: shares, medians, and the wake-up,
     the reader's median less the softirq's."""
@@ -87,8 +131,8 @@ def modes(lags_us: np.ndarray) -> dict:
     return row
 
 
-def run_linux(where: Path, seconds: float, seed: int) -> np.ndarray:
-    """One real-time run over linkem; the ACK lags of both hosts, pooled."""
+def run_linux(where: Path, seconds: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One real-time run over linkem; the ACK lags and the reply lags of both hosts, pooled."""
     from magnetlib import knobs
     from magnet.replay import wan
     from magnet.replay.scenario import Path as NetPath, Scenario, cross
@@ -111,12 +155,14 @@ def run_linux(where: Path, seconds: float, seed: int) -> np.ndarray:
         for p in dumps:
             p.wait(timeout=20)
     skip = 2e9                                    # each flow's slow start and first losses
-    lags = []
+    lags, reply = [], []
     for name, addr in (("a", s.cross_addr[0]), ("b", s.cross_addr[1])):
         packets = read_pcap(where / f"{name}.pcap")
         packets = packets[packets["t"] > packets["t"][0] + skip]
-        lags.append(ack_lags_us(packets, bytes(int(x) for x in addr.split("/")[0].split("."))))
-    return np.concatenate(lags)
+        me = bytes(int(x) for x in addr.split("/")[0].split("."))
+        lags.append(ack_lags_us(packets, me))
+        reply.append(reply_lags_us(packets, me))
+    return np.concatenate(lags), np.concatenate(reply)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,15 +177,25 @@ def main(argv: list[str] | None = None) -> int:
     with common.workspace(args, "magnet-reader-wakeup-") as work:
         for run in common.progress(range(1, args.runs + 1), "runs"):
             load = common.load()
-            rows.append({"run": run, **modes(run_linux(work / f"run-{run}", args.seconds, args.seed + run - 1)),
-                         "load": load})
+            lags, reply = run_linux(work / f"run-{run}", args.seconds, args.seed + run - 1)
+            rows.append({"run": run, **modes(lags), **replies(reply), "load": load})
     table = pd.DataFrame(rows)
     value = float(np.median(table["wakeup_us"]))
     body = [f"The reader's wake-up over {len(table)} run(s): median **{value:.1f} us** "
             f"(runs {', '.join(f'{v:.1f}' for v in table['wakeup_us'])}); "
             f"experiments/common.py HOST_READER_WAKEUP_NS is {common.HOST_READER_WAKEUP_NS / 1000:g} us.",
+            "",
+            f"The ACK lag (the softirq's ACKs, p50) over {len(table)} run(s): median "
+            f"**{float(np.median(table['softirq_p50_us'])):.1f} us** "
+            f"(runs {', '.join(f'{v:.1f}' for v in table['softirq_p50_us'])}); "
+            f"experiments/common.py HOST_ACK_LAG_NS is {common.HOST_ACK_LAG_NS / 1000:g} us.",
+            "",
+            f"The reply lag (a pure ACK in -> the data it releases out, p50) over {len(table)} run(s): "
+            f"median **{float(np.median(table['reply_p50_us'])):.1f} us** "
+            f"(runs {', '.join(f'{v:.1f}' for v in table['reply_p50_us'])}); "
+            f"experiments/common.py HOST_REPLY_LAG_NS is {common.HOST_REPLY_LAG_NS / 1000:g} us.",
             "", results.table("modes", table), "", args.note]
-    print(results.write("The receiving application's wake-up on this host (Linux over linkem)", "\n".join(body)))
+    print(results.write("The host's ACK lag, reply lag and reader wake-up (Linux over linkem)", "\n".join(body)))
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
 import pytest
 
 from magnet.experiments import reader_wakeup
@@ -53,3 +54,24 @@ def test_a_capture_not_in_nanoseconds_is_refused_and_an_empty_one_has_no_lags(tm
         reader_wakeup.read_pcap(tmp_path / "u.pcap")
     write_pcap(tmp_path / "e.pcap", [])
     assert reader_wakeup.ack_lags_us(reader_wakeup.read_pcap(tmp_path / "e.pcap"), ME).size == 0
+
+
+def test_reply_lags_from_a_capture(tmp_path):
+    """Each pure ACK the host received on a connection it sends data on: the lag to the first
+    data it sent on that connection after it, counted only if that left before the next ACK."""
+    rows, t = [], 10**9
+    for i in range(40):                     # connection 1: ACK in, data out 5 us (even) or 7 us after
+        rows.append((t, packet(PEER, ME, 5999, 40000, 0)))
+        rows.append((t + (5_000 if i % 2 == 0 else 7_000), packet(ME, PEER, 40000, 5999, 1448)))
+        rows.append((t + 3_000, packet(PEER, ME, 6000, 40001, 0)))       # connection 2: no data from me
+        t += 1_000_000
+    rows.append((t, packet(PEER, ME, 5999, 40000, 0)))                   # no reply before the next ACK
+    rows.append((t + 100_000, packet(PEER, ME, 5999, 40000, 0)))
+    rows.append((t + 300_000, packet(ME, PEER, 40000, 5999, 1448)))     # ... this one's, 200 us
+    rows.append((t + 400_000, packet(PEER, ME, 5999, 40000, 1448)))     # data in: not an ACK
+    write_pcap(tmp_path / "r.pcap", sorted(rows, key=lambda r: r[0]))
+    lags = reader_wakeup.reply_lags_us(reader_wakeup.read_pcap(tmp_path / "r.pcap"), ME)
+    assert sorted(lags.round(3)) == [5.0] * 20 + [7.0] * 20 + [200.0]
+    row = reader_wakeup.replies(lags)
+    assert row["replies"] == 41 and row["reply_p50_us"] == 7.0 and row["reply_p10_us"] == 5.0
+    assert reader_wakeup.replies(np.zeros(0))["replies"] == 0
