@@ -356,6 +356,10 @@ Parse(int argc, char* argv[])
     cmd.AddValue("readSize", "bytes per read at the sinks", t.readSize);
     cmd.AddValue("readerWakeup", "linux model: the host's wake-up of each receiving application, "
                                  "data readable -> its read (0: at once)", t.readerWakeup);
+    cmd.AddValue("ackLag", "linux model: the host's way in for a segment carrying data, its arrival -> "
+                           "its processing by TCP, where the softirq's ACK leaves (0: at once)", t.ackLag);
+    cmd.AddValue("replyLag", "linux model: the host's way in for a pure ACK, its arrival -> its "
+                             "processing by TCP, where the data it releases leaves (0: at once)", t.replyLag);
     cmd.AddValue("newDataOnly", "offline: leave retransmitted bytes out of the next demand", newDataOnly);
     cmd.AddValue("startOffset", "time from connection to the demand's time zero", c.startOffset);
     cmd.AddValue("seed", "random seed of ns-3's draws (jitter, cross traffic; loss: --pathSeed)", c.seed);

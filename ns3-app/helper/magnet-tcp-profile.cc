@@ -148,12 +148,17 @@ MagnetTcpProfile::Validate(const MagnetTcpConfig& tcp)
     {
         throw std::invalid_argument("the read size and the MSS must be positive (MSS above 12)");
     }
-    if (tcp.readerWakeup.IsStrictlyNegative() || (!tcp.Linux() && !tcp.readerWakeup.IsZero()))
+    for (const auto& [name, value] : {std::pair<const char*, Time>{"readerWakeup", tcp.readerWakeup},
+                                      {"ackLag", tcp.ackLag},
+                                      {"replyLag", tcp.replyLag}})
     {
-        throw std::invalid_argument("--readerWakeup " + std::to_string(tcp.readerWakeup.GetNanoSeconds()) +
-                                    "ns" +
-                                    ": a time of 0 or more, for the linux model (ns-3's TcpSocketBase "
-                                    "reads at once)");
+        if (value.IsStrictlyNegative() || (!tcp.Linux() && !value.IsZero()))
+        {
+            throw std::invalid_argument(std::string("--") + name + " " + std::to_string(value.GetNanoSeconds()) +
+                                        "ns" +
+                                        ": a time of 0 or more, for the linux model (ns-3's TcpSocketBase "
+                                        "reads, and takes every segment, at once)");
+        }
     }
     if (tcp.Linux() && tcp.delAckTimeout > kLinuxDelAckMax)
     {
@@ -236,6 +241,8 @@ MagnetTcpProfile::ApplyDefaults() const
     SetDefaultOr("ns3::MagnetLinuxTcpSocket::SoSndBuf", tcp.sndBuf > 0, UintegerValue(tcp.sndBuf));
     SetDefaultOr("ns3::MagnetLinuxTcpSocket::SoRcvBuf", tcp.rcvBuf > 0, UintegerValue(tcp.rcvBuf));
     SetDefaultOr("ns3::MagnetLinuxTcpSocket::ReaderWakeup", linux, TimeValue(tcp.readerWakeup));
+    SetDefaultOr("ns3::MagnetLinuxTcpSocket::AckLag", linux, TimeValue(tcp.ackLag));
+    SetDefaultOr("ns3::MagnetLinuxTcpSocket::ReplyLag", linux, TimeValue(tcp.replyLag));
 }
 
 std::vector<std::pair<std::string, std::string>>
@@ -284,6 +291,8 @@ MagnetTcpProfile::Settings() const
                        " linear), data after tcp_retries2=" + Current(linux, "Retries2") +
                        "'s time from the first retransmission, RTO doubling up to " + Current(linux, "RtoMax")},
         {"ReaderWakeup", MagnetFormatTime(m_tcp.readerWakeup)},
+        {"AckLag", MagnetFormatTime(m_tcp.ackLag)},
+        {"ReplyLag", MagnetFormatTime(m_tcp.replyLag)},
         {"TailLossProbe", Current(linux, "TailLossProbe")},
         {"Rack", Current(linux, "Rack") == "true"
                      ? "on (loss when a later-sent segment is delivered; reo_wnd min_rtt/4, 0 in recovery)"

@@ -34,6 +34,8 @@ struct MagnetTcpConfig
     uint32_t rcvBuf{0};         //!< SO_RCVBUF, bytes (linux: doubled, no autotuning)
     uint32_t readSize{65536};   //!< the receiving application's read buffer
     Time readerWakeup{0};       //!< linux: the host's wake-up of the reading application (0: at once)
+    Time ackLag{0};             //!< linux: the host's way in for a data segment, arrival -> TCP (0: at once)
+    Time replyLag{0};           //!< linux: the host's way in for a pure ACK, arrival -> TCP (0: at once)
 
     /** The MSS on a path of this MTU: the given one, at most MTU - 40 (IP and TCP headers). */
     uint32_t Mss(uint32_t mtu) const;

@@ -205,6 +205,21 @@ MagnetLinuxTcpSocket::GetTypeId()
                           "everything readable then in one wake-up; 0: at once (an ideal host).",
                           TimeValue(Time(0)),
                           MakeTimeAccessor(&MagnetLinuxTcpSocket::m_readerWakeup),
+                          MakeTimeChecker(Time(0)))
+            .AddAttribute("AckLag",
+                          "The host's way in for a segment carrying data: from its arrival at the host "
+                          "to its processing by TCP, where the softirq's ACK for it leaves (Linux: the "
+                          "interrupt, GRO, IP, tcp_v4_rcv); segments stay in order; 0: at once (an "
+                          "ideal host).",
+                          TimeValue(Time(0)),
+                          MakeTimeAccessor(&MagnetLinuxTcpSocket::m_ackLag),
+                          MakeTimeChecker(Time(0)))
+            .AddAttribute("ReplyLag",
+                          "The host's way in for a pure ACK: from its arrival at the host to its "
+                          "processing by TCP, where the data it releases leaves; segments stay in "
+                          "order; 0: at once (an ideal host).",
+                          TimeValue(Time(0)),
+                          MakeTimeAccessor(&MagnetLinuxTcpSocket::m_replyLag),
                           MakeTimeChecker(Time(0)));
     return tid;
 }
@@ -236,6 +251,8 @@ MagnetLinuxTcpSocket::MagnetLinuxTcpSocket(const MagnetLinuxTcpSocket& sock)
       m_rtoMax(sock.m_rtoMax),
       m_synLinear(sock.m_synLinear),
       m_readerWakeup(sock.m_readerWakeup),
+      m_ackLag(sock.m_ackLag),
+      m_replyLag(sock.m_replyLag),
       m_userNoDelay(sock.m_userNoDelay),
       m_sndBuf(sock.m_sndBuf)
 {
@@ -281,6 +298,8 @@ MagnetLinuxTcpSocket::DoDispose()
     Simulator::Cancel(m_probeTimer);
     Simulator::Cancel(m_reoTimer);
     Simulator::Cancel(m_readerEvent);
+    Simulator::Cancel(m_hostEvent);
+    m_hostQueue.clear();
     TcpSocketBase::DoDispose();
 }
 
@@ -2745,8 +2764,74 @@ MagnetLinuxTcpSocket::SendNewData()
     }
 }
 
+Time
+MagnetLinuxTcpSocket::HostLag(Ptr<const Packet> packet) const
+{
+    TcpHeader header;
+    if (!packet->PeekHeader(header))
+    {
+        return Time(0);
+    }
+    if (packet->GetSize() > header.GetSerializedSize())
+    {
+        return m_ackLag; // data (a FIN with it too): the softirq's ACK leaves after this
+    }
+    const uint8_t flags = header.GetFlags() & ~(TcpHeader::PSH | TcpHeader::URG | TcpHeader::CWR | TcpHeader::ECE);
+    // A pure ACK: what it releases leaves after this.  SYN, RST and a FIN without data: at once
+    // (the handshakes' timing is not what the lags were measured on; a listening socket's SYN
+    // forks a new socket).
+    return flags == TcpHeader::ACK ? m_replyLag : Time(0);
+}
+
 void
 MagnetLinuxTcpSocket::DoForwardUp(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress)
+{
+    // The host's way in (AckLag, ReplyLag): TCP processes a segment its lag after it arrived,
+    // and never before the one that arrived before it.  An ideal host (both 0): at once.
+    if (m_ackLag.IsZero() && m_replyLag.IsZero())
+    {
+        ProcessSegment(packet, fromAddress, toAddress);
+        return;
+    }
+    Time due = Simulator::Now() + HostLag(packet);
+    if (!m_hostQueue.empty())
+    {
+        due = std::max(due, m_hostQueue.back().due);
+    }
+    if (m_hostQueue.empty() && due == Simulator::Now())
+    {
+        ProcessSegment(packet, fromAddress, toAddress);
+        return;
+    }
+    m_hostQueue.push_back({packet, fromAddress, toAddress, due});
+    if (!m_hostEvent.IsPending())
+    {
+        m_hostEvent = Simulator::Schedule(due - Simulator::Now(), &MagnetLinuxTcpSocket::HostIn, this);
+    }
+}
+
+void
+MagnetLinuxTcpSocket::HostIn()
+{
+    // Held for the processing: closing may release the last other reference (the endpoint's).
+    Ptr<MagnetLinuxTcpSocket> self(this);
+    HostSegment segment = m_hostQueue.front();
+    m_hostQueue.pop_front();
+    if (!m_hostQueue.empty())
+    {
+        m_hostEvent = Simulator::Schedule(m_hostQueue.front().due - Simulator::Now(), &MagnetLinuxTcpSocket::HostIn,
+                                          this);
+    }
+    // Its endpoint released since it arrived (closed, reset): ns-3 would not have delivered it.
+    if (m_endPoint == nullptr && m_endPoint6 == nullptr)
+    {
+        return;
+    }
+    ProcessSegment(segment.packet, segment.from, segment.to);
+}
+
+void
+MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress)
 {
     // In LAST_ACK (the peer closed first, and this end's FIN left with its last data) ns-3
     // takes any ACK for the FIN's and closes (ProcessLastAck), with data still out, lost

@@ -59,6 +59,14 @@ namespace ns3
  *   is resent (tcp_xmit_retransmit_queue), where ns-3 restarts it on the first
  *   partial ACK of a recovery only; from the head's last send instead when a loss
  *   probe or RACK's reordering timer held its place (tcp_rearm_rto: tcp_rto_delta_us).
+ * - **The host's way in** (AckLag, ReplyLag, properties of the host, 0: an ideal host): a
+ *   segment arriving at the host is processed by TCP that long after (Linux's softirq: the
+ *   device's interrupt, GRO, IP, tcp_v4_rcv), a segment carrying data AckLag after (where the
+ *   softirq's ACK leaves: Linux ~9.5 us), a pure ACK ReplyLag after (where the data it releases
+ *   leaves: Linux ~5 us); SYN, RST and a FIN without data at once.  In order: a segment is
+ *   processed at max(its arrival + its lag, the previous segment's processing), none overtakes
+ *   another.  Both 0: every segment processed as it arrives, no event scheduled.  A segment left
+ *   waiting when the socket releases its endpoint is dropped (ns-3 would not deliver it).
  * - **The reading application's wake-up** (ReaderWakeup, a property of the host, 0: an
  *   ideal host): data made readable wakes the reader that long after (Linux decides on
  *   the ACK in its softirq; the woken task's recvmsg comes later), one wake-up reading
@@ -201,6 +209,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader) override;
     void ReTxTimeout() override;
     void DoForwardUp(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress) override;
+    /** TCP's processing of a segment, once the host has brought it in (AckLag, ReplyLag). */
+    void ProcessSegment(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
     /** tcp_replace_ts_recent: the TSval this end echoes, from an acceptable segment at or before rcv_wup. */
     void ReplaceTsRecent(const TcpHeader& header, uint32_t payload);
     void DoDispose() override;
@@ -244,6 +254,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void WakeReader(); //!< data became readable: the application reads, now or once woken
     void ReadNow();    //!< the application's read of what is readable, then tcp_cleanup_rbuf
     void RcvRttMeasure(const TcpHeader& header, uint32_t len);
+    Time HostLag(Ptr<const Packet> packet) const; //!< AckLag, ReplyLag or 0, by what the segment carries
+    void HostIn();                                //!< the host's next waiting segment reaches TCP
 
     // ---- sending ----
     void UpdateNagle() const;
@@ -326,6 +338,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     Time m_rtoMax;         //!< tcp_rto_max_ms (TCP_RTO_MAX): the backed-off RTO's cap
     uint32_t m_synLinear;  //!< tcp_syn_linear_timeouts: SYN timeouts before the backoff
     Time m_readerWakeup;   //!< the host: data readable -> the woken reader's read (0: at once)
+    Time m_ackLag;         //!< the host: a data segment's arrival -> its processing (0: at once)
+    Time m_replyLag;       //!< the host: a pure ACK's arrival -> its processing (0: at once)
 
     // Receiver state
     uint8_t m_pending{0};
@@ -342,6 +356,18 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool m_inReceive{false};   //!< inside ReceivedData: reads defer their ACK check
     uint32_t m_readInReceive{0};
     EventId m_readerEvent;     //!< the reader's pending wake-up (ReaderWakeup)
+
+    /** A segment on its way through the host (AckLag, ReplyLag). */
+    struct HostSegment
+    {
+        Ptr<Packet> packet;
+        Address from;
+        Address to;
+        Time due; //!< when TCP processes it
+    };
+
+    std::deque<HostSegment> m_hostQueue; //!< segments arrived, not yet processed, in arrival order
+    EventId m_hostEvent;                 //!< the head's processing
     AckStats m_stats;
 
     // Receive window (bytes of data unless said otherwise)

@@ -565,6 +565,234 @@ class LinuxReaderWakeupTestCase : public TestCase
 };
 
 /**
+ * The host's way in (AckLag, ReplyLag): a bulk write from node 0 to node 1 over 100 Mbit/s,
+ * 30 ms.  With both lags 0 (an ideal host) TCP processes every segment as it arrives at the
+ * device.  With AckLag X and ReaderWakeup W the receiver's softirq ACKs leave X after their
+ * segment and the read's X + W after it; with ReplyLag Y the first data segment the sender
+ * sends after a pure ACK (before the next one arrives) leaves Y after that ACK.  Both ways
+ * (the peer writing back, so data and pure ACKs mix on each host), every segment is processed
+ * in arrival order, at max(its arrival + its lag, the previous one's processing): with a
+ * ReplyLag above a segment's time on the link, data behind a pure ACK waits for it.
+ */
+class LinuxHostLagTestCase : public TestCase
+{
+  public:
+    LinuxHostLagTestCase()
+        : TestCase("the host's way in: a segment reaches TCP its lag after it arrives, in order")
+    {
+    }
+
+  private:
+    struct Seg
+    {
+        Time t;
+        uint32_t seq{0};
+        int payload{0};
+        uint8_t flags{0};
+    };
+
+    static void OnArrive(std::vector<Seg>* out, Ptr<const Packet> frame)
+    {
+        uint8_t b[2 + 60 + 20];
+        uint32_t n = frame->CopyData(b, sizeof b);
+        int payload = Payload(frame);
+        if (payload < 0)
+        {
+            return;
+        }
+        uint32_t ihl = (b[2] & 0x0F) * 4u;
+        if (n < 2 + ihl + 14)
+        {
+            return;
+        }
+        const uint8_t* tcp = b + 2 + ihl;
+        uint32_t seq = uint32_t{tcp[4]} << 24 | uint32_t{tcp[5]} << 16 | uint32_t{tcp[6]} << 8 | tcp[7];
+        out->push_back({Simulator::Now(), seq, payload, tcp[13]});
+    }
+
+    static void OnProcess(std::vector<Seg>* out, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBase>)
+    {
+        out->push_back({Simulator::Now(), h.GetSequenceNumber().GetValue(), static_cast<int>(p->GetSize()),
+                        h.GetFlags()});
+    }
+
+    struct Outcome
+    {
+        std::vector<Seg> arrived[2];   //!< per node, at its device, from 45 ms
+        std::vector<Seg> processed[2]; //!< per node, at its sockets (TcpSocketBase's Rx), from 45 ms
+        std::vector<Time> acks[2];     //!< per node, the pure ACKs it sent
+        std::vector<Time> data[2];     //!< per node, the data segments it sent
+        uint64_t onRead{0};
+        uint32_t received{0};
+    };
+
+    Outcome Run(Time ackLag, Time replyLag, Time wakeup, bool twoWay)
+    {
+        MagnetTcpConfig tcp;
+        tcp.ackLag = ackLag;
+        tcp.replyLag = replyLag;
+        tcp.readerWakeup = wakeup;
+        Bench bench("100Mbps", "30ms", tcp);
+        Outcome o;
+        for (uint32_t i = 0; i < 2; ++i)
+        {
+            bench.devices.Get(i)->TraceConnectWithoutContext("MacRx", MakeBoundCallback(&OnArrive, &o.arrived[i]));
+        }
+        // Both connected sockets exist at 45 ms (node 1's SYN arrived at 30 ms), neither has
+        // taken a segment since (the SYN-ACK arrives at 60 ms).
+        Simulator::Schedule(MilliSeconds(45), [&o]() {
+            for (uint32_t i = 0; i < 2; ++i)
+            {
+                o.arrived[i].clear();
+                Config::ConnectWithoutContext("/NodeList/" + std::to_string(i) +
+                                                  "/$ns3::TcpL4Protocol/SocketList/*/Rx",
+                                              MakeBoundCallback(&OnProcess, &o.processed[i]));
+            }
+        });
+        bench.Listen();
+        if (twoWay)
+        {
+            bench.accepted = [](Ptr<Socket> socket) { socket->Send(Create<Packet>(60000), 0); };
+        }
+        bench.Writer(Periodic(1, 300000, Seconds(1)));
+        bench.Hold(Seconds(1));
+        Simulator::Stop(Seconds(8));
+        Simulator::Run();
+        for (uint32_t i = 0; i < 2; ++i)
+        {
+            o.acks[i] = bench.Times(i, 0);
+            for (const auto& [t, payload] : bench.sent[i])
+            {
+                if (payload > 0)
+                {
+                    o.data[i].push_back(t);
+                }
+            }
+        }
+        if (auto rx = bench.Receiver())
+        {
+            o.onRead = rx->GetAckStats().onRead;
+        }
+        o.received = bench.received;
+        Simulator::Destroy();
+        return o;
+    }
+
+    Time Lag(const Seg& s, Time ackLag, Time replyLag) const
+    {
+        if (s.payload > 0)
+        {
+            return ackLag;
+        }
+        uint8_t flags = s.flags & ~(TcpHeader::PSH | TcpHeader::URG | TcpHeader::CWR | TcpHeader::ECE);
+        return flags == TcpHeader::ACK ? replyLag : Time(0);
+    }
+
+    /** Every segment processed in arrival order at max(arrival + lag, the previous one's); the held ones. */
+    uint32_t CheckOrder(const Outcome& o, uint32_t i, Time ackLag, Time replyLag)
+    {
+        const auto& in = o.arrived[i];
+        const auto& done = o.processed[i];
+        NS_TEST_EXPECT_MSG_GT(in.size(), 100, "segments arrived at node " << i);
+        NS_TEST_EXPECT_MSG_EQ(done.size(), in.size(), "every segment processed at node " << i);
+        uint32_t held = 0;
+        Time previous(0);
+        for (size_t k = 0; k < std::min(in.size(), done.size()); ++k)
+        {
+            NS_TEST_EXPECT_MSG_EQ(done[k].seq, in[k].seq, "in order, segment " << k << " of node " << i);
+            NS_TEST_EXPECT_MSG_EQ(done[k].payload, in[k].payload, "in order, segment " << k << " of node " << i);
+            Time own = in[k].t + Lag(in[k], ackLag, replyLag);
+            Time due = std::max(own, previous);
+            NS_TEST_EXPECT_MSG_EQ(done[k].t, due, "segment " << k << " of node " << i << " processed then");
+            held += due > own;
+            previous = done[k].t;
+        }
+        return held;
+    }
+
+    /** Lags of `out` after the latest of `in` (ns -> count). */
+    static std::map<int64_t, uint32_t> After(const std::vector<Time>& out, const std::vector<Time>& in)
+    {
+        std::map<int64_t, uint32_t> lags;
+        for (Time t : out)
+        {
+            auto after = std::upper_bound(in.begin(), in.end(), t);
+            if (after != in.begin() && t > MilliSeconds(100))
+            {
+                lags[(t - *std::prev(after)).GetNanoSeconds()]++;
+            }
+        }
+        return lags;
+    }
+
+    void DoRun() override
+    {
+        const Time x = MicroSeconds(10);
+        const Time y = MicroSeconds(5);
+        const Time w = MicroSeconds(25);
+
+        Outcome ideal = Run(Time(0), Time(0), Time(0), true);
+        for (uint32_t i = 0; i < 2; ++i)
+        {
+            NS_TEST_ASSERT_MSG_EQ(CheckOrder(ideal, i, Time(0), Time(0)), 0, "lags 0: each processed as it arrives");
+        }
+
+        Outcome one = Run(x, y, w, false);
+        NS_TEST_ASSERT_MSG_EQ(one.received, 300000, "every byte read");
+        std::vector<Time> dataIn, acksIn;
+        for (const Seg& s : one.arrived[1])
+        {
+            if (s.payload > 0)
+            {
+                dataIn.push_back(s.t);
+            }
+        }
+        auto ackLags = After(one.acks[1], dataIn);
+        NS_TEST_ASSERT_MSG_GT(one.onRead, 0, "an ACK left to the read (the pushed last segment)");
+        NS_TEST_ASSERT_MSG_EQ(ackLags[(x + w).GetNanoSeconds()], one.onRead, "the read's ACKs: AckLag + ReaderWakeup");
+        NS_TEST_ASSERT_MSG_GT(ackLags[x.GetNanoSeconds()], 10, "the softirq's ACKs: AckLag after their segment");
+        NS_TEST_ASSERT_MSG_EQ(ackLags.size(), 2, "... and no ACK at another time");
+
+        for (const Seg& s : one.arrived[0])
+        {
+            if (s.payload == 0 && Lag(s, x, y) == y)
+            {
+                acksIn.push_back(s.t);
+            }
+        }
+        uint32_t replies = 0;
+        uint32_t atY = 0;
+        for (size_t k = 0; k < acksIn.size(); ++k)
+        {
+            auto first = std::upper_bound(one.data[0].begin(), one.data[0].end(), acksIn[k]);
+            if (first == one.data[0].end() || (k + 1 < acksIn.size() && *first >= acksIn[k + 1]))
+            {
+                continue; // no reply before the next ACK
+            }
+            replies++;
+            atY += (*first - acksIn[k]) == y;
+        }
+        NS_TEST_ASSERT_MSG_GT(replies, 50, "ACKs that released data");
+        NS_TEST_ASSERT_MSG_EQ(atY, replies, "the data an ACK releases leaves ReplyLag after it");
+        for (uint32_t i = 0; i < 2; ++i)
+        {
+            CheckOrder(one, i, x, y);
+        }
+
+        // A pure ACK's lag longer than a segment's time on the link (120 us): data arriving
+        // behind it waits for it.
+        Outcome both = Run(x, MicroSeconds(200), Time(0), true);
+        uint32_t held = CheckOrder(both, 0, x, MicroSeconds(200)) + CheckOrder(both, 1, x, MicroSeconds(200));
+        NS_TEST_ASSERT_MSG_GT(held, 0, "a data segment behind a pure ACK waits for it");
+
+        for (const char* name : {"AckLag", "ReplyLag", "ReaderWakeup"})
+        {
+            Config::SetDefault(std::string("ns3::MagnetLinuxTcpSocket::") + name, TimeValue(Time(0))); // for later cases
+        }
+    }
+};
+
+/**
  * Short segments nobody reads: after the quick ACKs the delayed-ACK timer ACKs
  * them, the first after ato = 40 ms (on the 4 ms tick), later ones after a
  * missed timer has doubled ato, capped by the receiver's smoothed RTT (60 ms)
@@ -2838,6 +3066,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxCloseNagleTestCase, Duration::QUICK);
         AddTestCase(new LinuxAutotuningTestCase, Duration::QUICK);
         AddTestCase(new LinuxReaderWakeupTestCase, Duration::QUICK);
+        AddTestCase(new LinuxHostLagTestCase, Duration::QUICK);
         AddTestCase(new LinuxOfoGrowWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
