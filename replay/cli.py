@@ -59,7 +59,8 @@ def sweep_keys() -> dict:
             "seed": ("seed", knobs.count), "cross": ("cross", _cross_list),
             "new_data_only": ("new_data_only", knobs.onoff),
             "start_offset": ("start_offset", knobs.duration), "tcp_model": ("tcp_model", _tcp_model),
-            "reader_wakeup": ("reader_wakeup", knobs.duration)}
+            "reader_wakeup": ("reader_wakeup", knobs.duration), "ack_lag": ("ack_lag", knobs.duration),
+            "reply_lag": ("reply_lag", knobs.duration)}
     for flag, name, convert, *_ in scenario.PATH_FLAGS:
         keys[_key(flag)] = (f"path_{name}", lambda text, convert=convert: (convert(text),))
     for flag, name, convert, *_ in scenario.TCP_FLAGS:
@@ -119,6 +120,15 @@ def register_ns3(replayers) -> None:
                         "receivers, the cross traffic's sinks): data that becomes readable is read "
                         "this long after, everything then readable in one read, and the ACKs Linux "
                         "sends on a read leave then (default 0: at once, an ideal host)")
+    g.add_argument("--ack-lag", type=knobs.arg(knobs.duration), default=0, metavar="DURATION",
+                   help="linux model: the host's way in for a segment carrying data, every host: TCP "
+                        "processes it this long after it arrives, where the softirq's ACK for it "
+                        "leaves (the reader's read --reader-wakeup after that); segments stay in "
+                        "order (default 0: at once, an ideal host)")
+    g.add_argument("--reply-lag", type=knobs.arg(knobs.duration), default=0, metavar="DURATION",
+                   help="linux model: the host's way in for a pure ACK, every host: TCP processes it "
+                        "this long after it arrives, where the data it releases leaves; segments "
+                        "stay in order (default 0: at once, an ideal host)")
     g.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2",
                    help="run every combination; KEY is any flag above without its dashes "
                         "(rate, loss, cross, cc, window-scaling, ..., new-data-only); repeatable")
@@ -135,7 +145,8 @@ def _chain(args):
     from . import ns3, scenario
     chain = scenario.from_args(args)
     options = ns3.Ns3Options(new_data_only=args.new_data_only, start_offset_ns=args.start_offset,
-                             tcp_model=args.tcp_model, reader_wakeup_ns=args.reader_wakeup)
+                             tcp_model=args.tcp_model, reader_wakeup_ns=args.reader_wakeup,
+                             ack_lag_ns=args.ack_lag, reply_lag_ns=args.reply_lag)
     ns3.chain_args(chain, options)              # what ns-3 cannot run, refused before building it
     return chain, options
 

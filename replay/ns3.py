@@ -158,6 +158,8 @@ class Ns3Options:
     cross_schedules: bool = True       # UDP cross traffic plays cross.py's schedules (False: ns-3 draws)
     link_log: bool = False             # each stack's bottleneck log, stack-K.linklog (linkem's format)
     reader_wakeup_ns: int = 0          # linux: the host's wake-up of every receiving application (0: at once)
+    ack_lag_ns: int = 0                # linux: the host's way in for a data segment, arrival -> TCP (0: at once)
+    reply_lag_ns: int = 0              # linux: the host's way in for a pure ACK, arrival -> TCP (0: at once)
 
     def __post_init__(self):
         if self.tcp_model not in TCP_MODELS:
@@ -165,6 +167,10 @@ class Ns3Options:
         if self.reader_wakeup_ns < 0 or (self.reader_wakeup_ns and self.tcp_model != "linux"):
             raise ValueError(f"reader wake-up {self.reader_wakeup_ns} ns: 0 or more, with the linux "
                              "TCP model (ns-3's own TcpSocketBase reads at once)")
+        for name, value in (("ACK lag", self.ack_lag_ns), ("reply lag", self.reply_lag_ns)):
+            if value < 0 or (value and self.tcp_model != "linux"):
+                raise ValueError(f"{name} {value} ns: 0 or more, with the linux TCP model (ns-3's own "
+                                 "TcpSocketBase takes every segment at once)")
 
 
 def _loss(loss: knobs.Loss) -> str:
@@ -231,6 +237,7 @@ def chain_args(scenario: Scenario, options: Ns3Options = Ns3Options()) -> list[s
         "delAckTimeout": f"{tcp.delack_timeout_ns}ns" if tcp.delack_timeout_ns is not None else "-1ns",
         "mss": tcp.mss or 0, "sndbuf": tcp.sndbuf or 0, "rcvbuf": tcp.rcvbuf or 0,
         "readSize": tcp.read_size, "readerWakeup": f"{options.reader_wakeup_ns}ns",
+        "ackLag": f"{options.ack_lag_ns}ns", "replyLag": f"{options.reply_lag_ns}ns",
         "newDataOnly": options.new_data_only,
         "startOffset": f"{options.start_offset_ns}ns", "crossLead": f"{options.cross_lead_ns}ns",
         "stream": options.stream, "bulkReference": options.bulk_reference, "noTrace": options.no_trace,

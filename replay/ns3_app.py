@@ -30,7 +30,8 @@ def replay_app_ns3(args) -> int:
         if args.path_duplex is None:          # whole applications: a link each way
             scenario = scenario.replace(path=tuple(replace(p, duplex=True) for p in scenario.path))
         ns3.check_held(scenario, schedules=False)
-        options = ns3.Ns3Options(tcp_model=args.tcp_model, reader_wakeup_ns=args.reader_wakeup)
+        options = ns3.Ns3Options(tcp_model=args.tcp_model, reader_wakeup_ns=args.reader_wakeup,
+                                 ack_lag_ns=args.ack_lag, reply_lag_ns=args.reply_lag)
         ns3.chain_args(scenario.replace(stacks=1), options)
     except ValueError as e:
         raise UsageError("magnet replay ns3", str(e)) from None

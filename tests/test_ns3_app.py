@@ -343,6 +343,33 @@ def test_cli_reader_wakeup_reaches_ns3(programs, demand_csv, tmp_path):
                                       "25us", "-o", tmp_path / "bad"), "with the linux TCP model")
 
 
+def test_host_lags_are_ns3_options_of_the_linux_model():
+    """Ns3Options.ack_lag_ns and reply_lag_ns reach magnet-chain as --ackLag and --replyLag (0 by
+    default: an ideal host); ns-3's own TcpSocketBase takes every segment at once, so the ns3
+    model refuses them."""
+    args = ns3.chain_args(Scenario(stacks=1))
+    assert "--ackLag=0ns" in args and "--replyLag=0ns" in args
+    args = ns3.chain_args(Scenario(stacks=1), ns3.Ns3Options(ack_lag_ns=9_500, reply_lag_ns=5_000))
+    assert "--ackLag=9500ns" in args and "--replyLag=5000ns" in args
+    for bad in ({"ack_lag_ns": -1}, {"reply_lag_ns": -1}, {"ack_lag_ns": 1, "tcp_model": "ns3"},
+                {"reply_lag_ns": 1, "tcp_model": "ns3"}):
+        with pytest.raises(ValueError, match="with the linux TCP model"):
+            ns3.Ns3Options(**bad)
+
+
+def test_cli_host_lags_reach_ns3(programs, demand_csv, tmp_path):
+    """`--ack-lag` and `--reply-lag` are the lags ns-3's Linux profile applies, for a whole
+    application and for a chain (0 by default); with `--tcp-model ns3` refused in one line."""
+    for demand, extra in ((demand_csv, []), ("synth:ftp", ["--duration", "1"])):
+        for flags, shown in (([], ("AckLag=0s", "ReplyLag=0s")),
+                             (["--ack-lag", "9us", "--reply-lag", "5us"], ("AckLag=9us", "ReplyLag=5us"))):
+            proc = run_magnet("replay", "ns3", demand, *extra, *flags, "--no-plots", "-o", tmp_path / shown[0],
+                              check=True)
+            assert all(s in proc.stdout_text for s in shown), proc.stdout_text
+        assert_clean_error(run_magnet("replay", "ns3", demand, *extra, "--tcp-model", "ns3", "--ack-lag",
+                                      "9us", "-o", tmp_path / "bad"), "with the linux TCP model")
+
+
 # ------------------------------------------------ where a side's wire is seen ---
 # A 1 MB download fills the reverse bottleneck's 20-packet queue (and overflows it in slow
 # start) while the server writes 50 bytes every 100 ms on a second, idle connection.
