@@ -91,28 +91,38 @@ def choices(p: argparse.ArgumentParser, option: str, text: str, known) -> list[s
     return names
 
 
-# The host's wake-up of a receiving application, given to ns-3's Linux profile
-# (Ns3Options.reader_wakeup_ns, `magnet replay ns3 --reader-wakeup`) by the studies that compare
-# ns-3 with Linux on this host.  Measured, not fitted: experiments/reader_wakeup.py's analysis
-# (`python -m magnet.experiments.reader_wakeup` measures again) of the 3 runs of round 10's
-# ackcomp captures (Linux 6.18 over
-# linkem on this 2-vCPU VM, the agreement study's probe path: duplex 20 Mbit/s, 30 ms, 100p,
-# tcp:4 each way, Python sinks; 12 s each, the first 2 s left out).  A receiver's ACK after its
-# connection's latest data segment is bimodal: the softirq's ACKs (up to 15 us, 29-33 %) p50
-# 9.5/9.8/9.7 us, the ACKs sent from the reader's recvmsg (15-100 us, 60-66 %) p50 26.8/27.6/30.2
-# us (p10 20, p90 34-55 us); 5-7 % later.  ns-3 spends nothing on a packet's way through the host,
-# so the wake-up is what the reader's path adds to the softirq's: 17.2/17.7/20.5 us, the median
-# to the microsecond.
-HOST_READER_WAKEUP_NS = 18_000
+# The host's lags on a packet's way through it, given to ns-3's Linux profile (Ns3Options
+# .ack_lag_ns, .reply_lag_ns, .reader_wakeup_ns; `magnet replay ns3 --ack-lag --reply-lag
+# --reader-wakeup`) by the studies that compare ns-3 with Linux on this host.  Measured, not
+# fitted, each with one definition both engines share (a packet in at the host's device -> the
+# packet it causes out at it): `python -m magnet.experiments.reader_wakeup --runs 3` (root; its
+# docstring defines them) on 2026-11-27 08:22-08:26, Linux 6.18 over linkem on this 2-vCPU VM,
+# load average 1.4, the agreement study's probe path (duplex 20 Mbit/s, 30 ms, 100p, tcp:4 each
+# way, Python sinks; 12 s each, the first 2 s left out); each value the median over the 3 runs.
+# - ACK lag: a data segment in -> the softirq's ACK for it out (a receiver's ACKs up to 15 us
+#   after their connection's latest segment, 9-18 % of them): p50 10.01/10.52/7.92 us.
+# - Reply lag: a pure ACK in -> the first data segment it releases out (before the next ACK
+#   came): p50 8.48/7.30/8.14 us (p10 5.0-5.4, p90 15-20 us).
+# - Reader wake-up: the ACKs sent from the woken reader's recvmsg (15-100 us, 35-72 %; 10-52 %
+#   later still) p50 37.5/30.9/45.9 us; ns-3's reader reads ReaderWakeup after the segment's
+#   processing (AckLag after its arrival), so the value is the reader's p50 less the softirq's:
+#   27.5/20.4/37.9 us.  (Round 10's ackcomp captures gave 17.2/17.7/20.5 us, 18 us, with fewer
+#   late ACKs: 5-7 %; this host's wake-up varies with its load.)
+HOST_ACK_LAG_NS = 10_010
+HOST_REPLY_LAG_NS = 8_142
+HOST_READER_WAKEUP_NS = 27_530
 
 
 def engine_options(engine: str, tcp_model: str = "linux") -> dict:
     """An engine's options in a study that compares ns-3 with Linux on this host: ns-3's TCP
-    model and, with the linux model, this host's reader wake-up (HOST_READER_WAKEUP_NS)."""
+    model and, with the linux model, this host's lags: its reader wake-up
+    (HOST_READER_WAKEUP_NS), its ACK lag (HOST_ACK_LAG_NS) and its reply lag (HOST_REPLY_LAG_NS)."""
     from magnet.replay import engines
     options = engines.options_for(engine, tcp_model)
     if options and tcp_model == "linux":
         options["reader_wakeup_ns"] = HOST_READER_WAKEUP_NS
+        options["ack_lag_ns"] = HOST_ACK_LAG_NS
+        options["reply_lag_ns"] = HOST_REPLY_LAG_NS
     return options
 
 
@@ -120,9 +130,11 @@ def wakeup_note(tcp_model: str) -> str:
     """What a study's README says of the host's reader wake-up it gave ns-3."""
     if tcp_model != "linux":
         return ""
-    return (f"ns-3's receiving applications read {HOST_READER_WAKEUP_NS / 1000:g} us after their data "
-            "becomes readable (`--reader-wakeup`, this host's wake-up as measured on Linux: "
-            "experiments/common.py HOST_READER_WAKEUP_NS). ")
+    return (f"ns-3's hosts take a data segment to TCP {HOST_ACK_LAG_NS / 1000:g} us after it arrives "
+            f"(`--ack-lag`), a pure ACK {HOST_REPLY_LAG_NS / 1000:g} us after (`--reply-lag`), and "
+            f"their receiving applications read {HOST_READER_WAKEUP_NS / 1000:g} us after their data "
+            "becomes readable (`--reader-wakeup`): this host's lags as measured on Linux "
+            "(experiments/common.py HOST_ACK_LAG_NS, HOST_REPLY_LAG_NS, HOST_READER_WAKEUP_NS). ")
 
 
 def add_tcp_model(p: argparse.ArgumentParser) -> None:

@@ -191,25 +191,28 @@ def run_app(run: Run, recipe, commands, site: Site, pcap: bool = False) -> None:
 
 def replay_options(engine: str) -> list[str]:
     """Engine options the study sets: ns-3's Linux TCP profile where it has one (the
-    truth is Linux's TCP), with this host's reader wake-up (common.HOST_READER_WAKEUP_NS)."""
+    truth is Linux's TCP), with this host's lags (common.HOST_READER_WAKEUP_NS, HOST_ACK_LAG_NS,
+    HOST_REPLY_LAG_NS) where this magnet has the options."""
     if engine != "ns3":
         return []
     text = subprocess.run([*magnet_command(), "replay", "ns3", "--help"], capture_output=True, text=True).stdout
     options = ["--tcp-model", "linux"] if "--tcp-model" in text else []
     if "--reader-wakeup" in text:
         options += ["--reader-wakeup", f"{common.HOST_READER_WAKEUP_NS}ns"]
+    if "--ack-lag" in text and "--reply-lag" in text:
+        options += ["--ack-lag", f"{common.HOST_ACK_LAG_NS}ns", "--reply-lag", f"{common.HOST_REPLY_LAG_NS}ns"]
     return options
 
 
 def ns3_options(runs: list[Run]) -> str:
-    """The options the study gave `magnet replay ns3` (its TCP model, the reader's wake-up), as
+    """The options the study gave `magnet replay ns3` (its TCP model, the host's lags), as
     its first ns-3 replay's log recorded them: right also for runs measured again (--reanalyse)."""
     for run in runs:
         log = run.dir / "replay.log"
         if run.kind in PREDICTORS and PREDICTORS[run.kind].engine == "ns3" and log.exists():
             words = shlex.split(log.read_text(errors="replace").split("\n", 1)[0].removeprefix("$ "))
             return " ".join(f"{w} {words[i + 1]}" for i, w in enumerate(words[:-1])
-                            if w in ("--tcp-model", "--reader-wakeup"))
+                            if w in ("--tcp-model", "--reader-wakeup", "--ack-lag", "--reply-lag"))
     return ""
 
 

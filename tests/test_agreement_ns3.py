@@ -65,13 +65,17 @@ def test_map_rescores_a_cell_against_the_committed_linux_runs(tmp_path):
     assert (halved["throughput_diff_pct"] < -40).all() and not halved["agrees"].any()
     assert "Linux not re-run" in (out / "README.md").read_text()
     assert f"read {common.HOST_READER_WAKEUP_NS / 1000:g} us after" in (out / "README.md").read_text()
+    assert f"a pure ACK {common.HOST_REPLY_LAG_NS / 1000:g} us after" in (out / "README.md").read_text()
 
 
-def test_studies_give_ns3s_linux_profile_the_hosts_reader_wakeup():
-    """The studies comparing ns-3 with Linux on this host run ns-3's receiving applications with
-    the host's measured wake-up (the linux model only; Linux's own runs take no option)."""
+def test_studies_give_ns3s_linux_profile_the_hosts_lags():
+    """The studies comparing ns-3 with Linux on this host run ns-3's hosts with their measured
+    lags: the reader's wake-up, the ACK lag, the reply lag (the linux model only; Linux's own
+    runs take no option)."""
     assert common.engine_options("ns-3", "linux") == {"tcp_model": "linux",
-                                                      "reader_wakeup_ns": common.HOST_READER_WAKEUP_NS}
+                                                      "reader_wakeup_ns": common.HOST_READER_WAKEUP_NS,
+                                                      "ack_lag_ns": common.HOST_ACK_LAG_NS,
+                                                      "reply_lag_ns": common.HOST_REPLY_LAG_NS}
     assert common.engine_options("ns-3", "ns3") == {"tcp_model": "ns3"}
     assert common.engine_options("tcp", "linux") == {}
 

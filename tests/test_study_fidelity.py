@@ -12,7 +12,10 @@ import pytest
 
 import magnetlib
 from magnet.experiments import fidelity
-from magnet.experiments.common import HOST_READER_WAKEUP_NS
+from magnet.experiments.common import HOST_ACK_LAG_NS, HOST_READER_WAKEUP_NS, HOST_REPLY_LAG_NS
+
+LAGS = (f"--reader-wakeup {HOST_READER_WAKEUP_NS}ns --ack-lag {HOST_ACK_LAG_NS}ns "
+        f"--reply-lag {HOST_REPLY_LAG_NS}ns")
 from magnet.experiments.apps import RECIPES, RecipeError
 from magnet.replay import engines, linkem, wire
 from magnetlib import app_metrics
@@ -32,16 +35,16 @@ def test_the_study_work_is_the_recipes_parameters():
         RECIPES["memcached"].with_work(size=1)
 
 
-def test_ns3_replays_get_the_linux_profile_and_this_hosts_reader_wakeup(tmp_path):
-    """The demand-ns3 predictor replays with `--tcp-model linux --reader-wakeup` this host's
-    measured wake-up, and the README names both from the replay's log."""
+def test_ns3_replays_get_the_linux_profile_and_this_hosts_lags(tmp_path):
+    """The demand-ns3 predictor replays with `--tcp-model linux` and this host's measured lags
+    (`--reader-wakeup --ack-lag --reply-lag`), and the README names them from the replay's log."""
     options = fidelity.replay_options("ns3")
-    assert options == ["--tcp-model", "linux", "--reader-wakeup", f"{HOST_READER_WAKEUP_NS}ns"]
+    assert options == ["--tcp-model", "linux", *LAGS.split()]
     assert fidelity.replay_options("tcp") == []
     run = fidelity.Run("redis-paced", "60ms-10M", "demand-ns3", 1, tmp_path)
     (tmp_path / "replay.log").write_text("$ " + " ".join(["magnet", "replay", "ns3", "d.csv", *options,
                                                           "-o", "x"]) + "\nmore\n")
-    assert fidelity.ns3_options([run]) == f"--tcp-model linux --reader-wakeup {HOST_READER_WAKEUP_NS}ns"
+    assert fidelity.ns3_options([run]) == f"--tcp-model linux {LAGS}"
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +119,7 @@ def test_reanalyse_measures_the_kept_runs_again(study, tmp_path):
     pd.testing.assert_frame_equal(pd.read_csv(out / "fidelity.csv"), pd.read_csv(again / "fidelity.csv"))
     text = (again / "README.md").read_text()
     assert "measured again (--reanalyse)" in text
-    given = f"ns-3 replays: `magnet replay ns3 --tcp-model linux --reader-wakeup {HOST_READER_WAKEUP_NS}ns`"
+    given = f"ns-3 replays: `magnet replay ns3 --tcp-model linux {LAGS}`"
     assert given in (out / "README.md").read_text()
     assert given in text
 
@@ -141,7 +144,7 @@ def test_rerun_replays_only_the_named_ns3_predictor(study, tmp_path):
     assert fidelity.main(["--rerun", "demand-ns3", "--apps", APP, "--paths", SITE, "--runs", "2",
                           "--work", str(work), "--out", str(again)]) == 0
     assert not (site / "demand-ns3" / "stale").exists() and log.stat().st_mtime_ns > before_log
-    assert f"--tcp-model linux --reader-wakeup {HOST_READER_WAKEUP_NS}ns" in log.read_text().splitlines()[0]
+    assert f"--tcp-model linux {LAGS}" in log.read_text().splitlines()[0]
     assert {p: p.stat().st_mtime_ns for p in untouched} == untouched
     runs = pd.read_csv(work / "runs.csv")
     mine = (runs["kind"] == "demand-ns3").to_numpy()
