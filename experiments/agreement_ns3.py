@@ -9,10 +9,11 @@ against when it starts among the flows.
 The paper's and the variable demand are the study's (the variable one for seeds 1..--runs,
 as its runs); vsftpd's demand is captured live over linkem by the study, so this plays a
 stand-in: 62 writes of 64,516 B, 20.3 ms apart (the captured demand's count, sizes and
-mean gap; ns-3's rows did not depend on its gaps).  ns-3 draws no random number with TCP
-cross traffic, so the cross traffic's lead (the replay starts that long after the flows)
-is what moves a run: --leads scans it for the stand-in's first stack, --chains runs the
-offline chain one stack at a time, each stack with its own lead.
+mean gap; ns-3's rows did not depend on its gaps).  With TCP cross traffic ns-3's only
+draws are its bulk flows' starts (the real sender's lateness, from the seed and stack:
+MagnetCrossTraffic::DrawStarts), and the cross traffic's lead (the replay starts that long
+after the flows) moves a run too: --leads scans it for the stand-in's first stack, --chains
+runs the offline chain one stack at a time, each stack with its own lead.
 
     python -m magnet.experiments.agreement_ns3 --map [--spread] [--settings ...] [--workloads ...]
 

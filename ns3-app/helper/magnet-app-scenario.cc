@@ -130,6 +130,10 @@ MagnetAppScenario::Run(std::shared_ptr<const MagnetAppDemand> demand)
     if (!m_config.cross.empty())
     {
         cross = std::make_unique<MagnetCrossTraffic>(m_config.cross, pathConfig);
+        if (tcp.Linux())
+        {
+            cross->DrawStarts(MagnetCrossTraffic::kStartStream + 1); // stack 1's, as the chain's
+        }
         cross->Install(path, ip, Seconds(0), tcp.SegmentSize(pathConfig.mtu),
                        MagnetTcpProfile(tcp).SocketFactory());
         start = m_config.crossLead;
@@ -245,6 +249,10 @@ MagnetAppScenario::RunReference(const MagnetAppDemand& demand, Time until)
     if (!m_config.cross.empty())
     {
         cross = std::make_unique<MagnetCrossTraffic>(m_config.cross, pathConfig);
+        if (m_config.tcp.Linux())
+        {
+            cross->DrawStarts(MagnetCrossTraffic::kStartStream + 1);
+        }
         cross->Install(path, ip, Seconds(0), m_config.tcp.SegmentSize(pathConfig.mtu), factory);
         start = m_config.crossLead;
     }

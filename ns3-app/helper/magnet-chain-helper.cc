@@ -208,6 +208,10 @@ MagnetChain::BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4Ad
         stack.app->SetAttribute("Origin", TimeValue(m_config.crossLead));
         stack.cross = std::make_unique<MagnetCrossTraffic>(m_config.cross, config);
         stack.cross->SetSchedules(CrossSchedules(k));
+        if (m_config.tcp.Linux())
+        {
+            stack.cross->DrawStarts(MagnetCrossTraffic::kStartStream + k); // the real sender's lateness
+        }
         stack.cross->Install(stack.path, ip, crossStart, segment.Get(), m_profile.SocketFactory());
     }
     return stack;

@@ -29,6 +29,7 @@
 #include "ns3/string.h"
 #include "ns3/uinteger.h"
 
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -254,7 +255,9 @@ MagnetCrossConfig::Describe(uint64_t rateBps) const
     {
     case Kind::BulkTcp:
         s << flows << " bulk TCP flow" << (flows > 1 ? "s" : "")
-          << " (BulkSendApplication, the stacks' TCP, starts 10 ms apart)";
+          << " (BulkSendApplication, the stacks' TCP, flow i starting 10 ms x i after the cross traffic, "
+             "with the linux model each late by a draw from the seed of the real sender's measured "
+             "lateness)";
         break;
     case Kind::Poisson:
         s << "Poisson UDP at " << Percent(share) << " of the bottleneck ("
@@ -527,7 +530,7 @@ MagnetCrossTraffic::InstallDirection(Ptr<Node> from,
             for (uint32_t f = 0; f < c.flows; ++f)
             {
                 // Scheduled now, before the application's start event: it runs first.
-                Time at = start + MilliSeconds(10 * f);
+                Time at = start + BulkOffset(f);
                 Simulator::Schedule(at, &MagnetCrossTraffic::SetSegmentSize, segmentSize);
                 sources.Add(bulk.Install(from));
                 sources.Get(f)->SetStartTime(at);
@@ -572,6 +575,30 @@ MagnetCrossTraffic::InstallDirection(Ptr<Node> from,
             sources.Start(start);
         }
     }
+}
+
+void
+MagnetCrossTraffic::DrawStarts(int64_t stream)
+{
+    m_late = CreateObject<UniformRandomVariable>();
+    m_late->SetStream(stream); // its own stream: the other sources' draws stay as they were
+}
+
+Time
+MagnetCrossTraffic::BulkOffset(uint32_t flow)
+{
+    Time offset = MilliSeconds(10 * flow);
+    if (!m_late)
+    {
+        return offset;
+    }
+    // The measured lateness's empirical quantile function (linear between the sorted
+    // measurements) at a uniform draw.
+    constexpr size_t n = std::size(kBulkLateUs);
+    double at = m_late->GetValue(0, 1) * (n - 1);
+    auto i = std::min(static_cast<size_t>(at), n - 2);
+    double us = kBulkLateUs[i] + (at - i) * (kBulkLateUs[i + 1] - kBulkLateUs[i]);
+    return offset + NanoSeconds(static_cast<int64_t>(us * 1000));
 }
 
 void

@@ -9,6 +9,7 @@
 #include "ns3/node-container.h"
 #include "ns3/nstime.h"
 #include "ns3/packet-sink.h"
+#include "ns3/random-variable-stream.h"
 
 #include <string>
 #include <vector>
@@ -138,7 +139,8 @@ class MagnetCrossTraffic
 
     /**
      * Build the nodes, links and applications; the applications start at
-     * `start`, TCP flows 10 ms apart with segments of `segmentSize` bytes,
+     * `start`, TCP flows 10 ms apart (flow i at start + 10 ms x i, plus its
+     * drawn lateness after DrawStarts) with segments of `segmentSize` bytes,
      * their sockets from `tcpFactory` (MagnetTcpProfile::SocketFactory).
      */
     void Install(const MagnetPath& path, Ipv4AddressHelper& ip, Time start, uint32_t segmentSize,
@@ -152,6 +154,17 @@ class MagnetCrossTraffic
      * reverse direction's cross traffic.
      */
     void SetSchedules(std::vector<std::string> files);
+
+    /**
+     * Start each bulk TCP flow late by a draw of what the real sender's flows were
+     * (replay/cross.py connects flow i 10 ms x i after its origin, and a thread's
+     * wake-up and socket set-up add the measured lateness, kBulkLateUs), drawn from
+     * RNG stream `stream` of the current run (the scenario's seed and stack,
+     * MagnetChain::SelectDraws): every seed and stack its own phase of the flows'
+     * sawtooth, as every real run and stack is.  Without it (ns-3's own TCP model)
+     * the flows start exactly 10 ms apart.  Before Install.
+     */
+    void DrawStarts(int64_t stream);
 
     /** A played schedule ran out before the end: that source sent nothing after it. */
     bool ScheduleExhausted() const;
@@ -167,6 +180,20 @@ class MagnetCrossTraffic
 
     static constexpr uint16_t kFirstPort = 5001; //!< cross item i uses port kFirstPort + i
     static constexpr uint16_t kReverseFirstPort = 6001; //!< ... and kReverseFirstPort + i back
+    static constexpr int64_t kStartStream = 1000; //!< DrawStarts' stream of stack k: this + k
+    /**
+     * How late (us) the real sender (replay/cross.py) connects a bulk flow after its due
+     * time (origin + 10 ms x i): its 5 % quantiles, 0-100 %, over 60 first flows (flow 0,
+     * the one no other flow's sending thread delays) of 60 runs on this 2-core VM at load
+     * 0.8-2.9, 2026-11-27: median 0.33 ms, 0.22-4.96 ms.  The demand's time zero is
+     * exactly CROSS_LEAD_NS after the origin in both engines, so the flows' lead to it
+     * varies by this alone.
+     */
+    static constexpr double kBulkLateUs[] = {221, 241, 253, 267, 271, 276, 308, 310, 315, 320, 330,
+                                             355, 379, 398, 445, 516, 732, 2213, 2592, 3134, 4956};
+
+    /** Bulk flow i's start after the cross traffic's: 10 ms x i, plus a drawn lateness if DrawStarts. */
+    Time BulkOffset(uint32_t flow);
 
   private:
     /**
@@ -182,6 +209,7 @@ class MagnetCrossTraffic
     std::vector<Ptr<PacketSink>> m_sinks;
     std::vector<std::string> m_schedules;
     std::vector<Ptr<Application>> m_played;
+    Ptr<UniformRandomVariable> m_late; //!< DrawStarts' draws (null: none)
     Time m_start;
 };
 

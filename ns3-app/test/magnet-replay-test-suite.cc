@@ -636,6 +636,61 @@ class MagnetCrossTrafficTestCase : public TestCase
     }
 };
 
+/**
+ * With the linux model the bulk flows start late by draws of the real sender's measured
+ * lateness (MagnetCrossTraffic::DrawStarts): within its range, the same for one seed and
+ * stack, other for another seed (each a new phase of the flows, as each real run).
+ */
+class MagnetCrossStartsTestCase : public TestCase
+{
+  public:
+    MagnetCrossStartsTestCase()
+        : TestCase("cross traffic: bulk flows' starts drawn per seed within the measured lateness")
+    {
+    }
+
+  private:
+    static std::vector<int64_t> Starts(uint32_t seed, uint32_t stack)
+    {
+        // As MagnetChain::SelectDraws: seed 1, run (seed - 1) << 32 | stack.
+        RngSeedManager::SetSeed(1);
+        RngSeedManager::SetRun(static_cast<uint64_t>(seed - 1) << 32 | stack);
+        MagnetCrossTraffic cross({MagnetCrossConfig::Parse("tcp:4")}, MagnetPathConfig());
+        cross.DrawStarts(MagnetCrossTraffic::kStartStream + stack);
+        std::vector<int64_t> out;
+        for (uint32_t f = 0; f < 8; ++f) // both directions' four flows
+        {
+            out.push_back(cross.BulkOffset(f % 4).GetNanoSeconds());
+        }
+        return out;
+    }
+
+    void DoRun() override
+    {
+        const auto& late = MagnetCrossTraffic::kBulkLateUs;
+        std::set<std::vector<int64_t>> seen;
+        for (uint32_t seed : {1, 2, 3})
+        {
+            for (uint32_t stack : {1, 2})
+            {
+                auto starts = Starts(seed, stack);
+                NS_TEST_ASSERT_MSG_EQ((starts == Starts(seed, stack)), true, "one seed and stack: one draw");
+                seen.insert(starts);
+                for (uint32_t f = 0; f < starts.size(); ++f)
+                {
+                    double us = (starts[f] - 10000000LL * (f % 4)) / 1e3;
+                    NS_TEST_ASSERT_MSG_GT_OR_EQ(us, std::begin(late)[0] - 1e-3, "no earlier than measured");
+                    NS_TEST_ASSERT_MSG_LT_OR_EQ(us, std::end(late)[-1] + 1e-3, "no later than measured");
+                }
+            }
+        }
+        NS_TEST_ASSERT_MSG_EQ(seen.size(), 6, "every seed and stack its own starts");
+        // Without DrawStarts (ns-3's own TCP model): exactly 10 ms apart.
+        MagnetCrossTraffic fixed({MagnetCrossConfig::Parse("tcp:4")}, MagnetPathConfig());
+        NS_TEST_ASSERT_MSG_EQ(fixed.BulkOffset(3), MilliSeconds(30), "ns-3's model: 10 ms apart");
+    }
+};
+
 // ------------------------------------------------------------------ paths ---
 
 /** Jitter delays packets by up to its amount, and never reorders them. */
@@ -956,6 +1011,7 @@ class MagnetReplayTestSuite : public TestSuite
                                                    "pareto:0.5/1000/20ms/20ms", 0.5, 0.1, 120,
                                                    1028.0 / 1000),
                     Duration::QUICK);
+        AddTestCase(new MagnetCrossStartsTestCase, Duration::QUICK);
         AddTestCase(new MagnetJitterTestCase, Duration::QUICK);
         AddTestCase(new MagnetAppReplayTestCase, Duration::QUICK);
         AddTestCase(new MagnetAppAcceptOnFinTestCase, Duration::QUICK);
