@@ -1,6 +1,6 @@
 """`make demo`: the headline of magnet in a few minutes.
 
-    python -m magnet.experiments.demo [--out out/demo] [--duration 15] [--quick]
+    python -m magnet.experiments.demo [--out out/demo] [--duration 15] [--quick] [--work DIR]
 
 1. capture a real FTP-like transfer (experiments/ftp_app.py: the paper's
    3284-byte writes every 0.124 s) with the BPF capture, `magnet capture`,
@@ -177,15 +177,17 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
 FIDELITY = ("http-python", "60ms-10M")      # one application, one path (experiments/fidelity.py)
 
 
-def fidelity_line(out: Path) -> str:
+def fidelity_line(out: Path, work: Path | None = None) -> str:
     """One line of the fidelity study: python's http.server and curl on path A and on one
-    path B (two runs), predicted by the six replays; or why it could not run here."""
+    path B (two runs), predicted by the six replays; or why it could not run here.  Its
+    runs' traces are kept in `work` when given (the study's --work)."""
     from . import fidelity, fidelity_report
     app, site = FIDELITY
     why = fidelity.unavailable([app])
     if why:
         return f"  fidelity skipped: {why}"
-    fidelity.main(["--quick", "--apps", app, "--paths", site, "--runs", "2", "--out", str(out)])
+    fidelity.main(["--quick", "--apps", app, "--paths", site, "--runs", "2", "--out", str(out),
+                   *(["--work", str(work)] if work else [])])
     rows = pd.read_csv(out / "fidelity.csv")
     return f"  {fidelity_report.headline(rows, app, site)}\n  (README, heat map and CDFs in {out})"
 
@@ -196,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory (default out/demo)")
     p.add_argument("--duration", type=float, help="seconds of the transfer (default 15; --quick 4)")
     p.add_argument("--quick", action="store_true", help="a 4-second transfer (the tests run this)")
+    p.add_argument("--work", type=Path, help="keep the fidelity study's traces here (its --work; "
+                                             "default: a temporary directory)")
     args = p.parse_args(argv)
     seconds = args.duration or (4.0 if args.quick else 15.0)
     out = args.out.resolve()
@@ -234,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"\nFidelity (magnet experiment fidelity --quick on {FIDELITY[0]}, path {FIDELITY[1]}): the real "
         "application on a slower path, predicted from its capture on a fast one ...")
     try:
-        say(fidelity_line(out / "fidelity"))
+        say(fidelity_line(out / "fidelity", args.work and args.work.resolve()))
     except KeyboardInterrupt:
         print("magnet demo: interrupted", file=sys.stderr)
         return 130

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import magnetlib
-from magnet.experiments import fidelity
+from magnet.experiments import demo, fidelity
 from magnet.experiments.common import HOST_ACK_LAG_NS, HOST_READER_WAKEUP_NS, HOST_REPLY_LAG_NS
 
 LAGS = (f"--reader-wakeup {HOST_READER_WAKEUP_NS}ns --ack-lag {HOST_ACK_LAG_NS}ns "
@@ -48,7 +48,10 @@ def test_ns3_replays_get_the_linux_profile_and_this_hosts_lags(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
+def study(request):
+    """The fidelity study the demo runs (conftest's demo_quick, run once for this file and
+    tests/test_study_multistack.py::test_demo_quick): `fidelity --quick --apps http-python
+    --paths 60ms-10M --runs 2`, its traces kept; (the demo's process, --out, --work)."""
     require_root()
     for tool in ("tcpdump", "curl", "ip"):
         require_tool(tool)
@@ -57,19 +60,17 @@ def study(tmp_path_factory):
     for engine in ("tcp", "ns3"):
         why = fidelity.replay_unavailable(engine)
         require(why is None, why or "")
-    base = tmp_path_factory.mktemp("fidelity")
-    out, work = base / "out", base / "work"
-    status = fidelity.main(["--quick", "--apps", APP, "--paths", SITE, "--runs", "2", "--out", str(out),
-                            "--work", str(work)])
-    yield status, out, work
-    shutil.rmtree(base, ignore_errors=True)
+    assert demo.FIDELITY == (APP, SITE)                  # the demo's step 6 is this study
+    proc, out, work = request.getfixturevalue("demo_quick")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, out / "fidelity", work
 
 
 def test_every_predictor_ran_on_real_captures(study):
-    status, out, work = study
+    _, out, work = study
     runs = pd.read_csv(out / "runs.csv")
+    # fidelity.main's exit status is 1 exactly when a run is not ok (the demo prints its line)
     assert (runs["status"] == "ok").all(), runs[runs["status"] != "ok"].to_string()
-    assert status == 0
     assert set(runs["kind"]) == {"source", "truth", *fidelity.PREDICTORS}
     rows = pd.read_csv(out / "fidelity.csv")
     for predictor in fidelity.PREDICTORS:

@@ -83,12 +83,10 @@ def test_multistack_says_what_it_skips(tmp_path):
     pd.testing.assert_frame_equal(first, second)
 
 
-def test_demo_quick(tmp_path):
+def test_demo_quick(request):
     require_ns3()
     require_bpf()
-    out = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "magnet.experiments.demo", "--quick", "--out", str(out)],
-                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    proc, out, _ = request.getfixturevalue("demo_quick")       # conftest: run once, its fidelity step shared
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout
     for step in ("1/4 capturing", "2/4 demand (captured (BPF)", "3/4 replaying", "4/4 replaying",
