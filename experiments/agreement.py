@@ -502,13 +502,12 @@ MECHANISMS = {
                "2 ms round trip; ns-3's path is exactly 2 ms",
     "cc=bbr": "ns-3's TcpBbr is not Linux's bbr (its gains, its probing of the RTT and of the bandwidth "
               "of an application-limited flow)",
-    "cross=tcp:4": "four bulk flows each way: a transfer's throughput depends on where in their sawtooth "
-                   "it starts (ns-3, deterministic, meets one phase at every stack) and on how compressed "
-                   "the flows' ACKs come back: Linux's receivers send most ACKs when the woken reader reads "
-                   "(after a flow's first loss), 27-30 us after the segment, often after the other "
-                   "direction's data, which splits its bursts; ns-3's reader wakes 18 us after its data "
-                   "(HOST_READER_WAKEUP_NS), short of the 20.8 us an ACK takes at 20 Mbit/s, so its ACKs "
-                   "stay compressed and slow-start rounds leave whole (docs/ns3-replay.md)",
+    "cross=tcp:4": "four bulk flows on the bottleneck (one way: the map's path is not duplex): a "
+                   "transfer's throughput depends on where in their sawtooth it starts, and every run and "
+                   "every stack of a chain is a new draw of it, in Linux (its own spread up to 37 % in "
+                   "throughput over 3 runs) as in ns-3 (the flows' starts drawn from the seed and stack "
+                   "from the real sender's measured lateness, MagnetCrossTraffic::DrawStarts): a single "
+                   "run of each engine compares two draws; the medians over runs compare the engines",
     "cross=pareto:50%": "the same datagrams in both engines; Linux's sender leaves some late (udpsched's "
                         "p99 in cross.csv) and the on periods run at the link's rate, so any late datagram "
                         "queues up behind the rest",
