@@ -4,6 +4,7 @@ study (experiments/agreement.py) end to end on one setting."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -98,16 +99,29 @@ def test_held_pareto_share_over_many_draws_is_its_setting():
     assert {"pareto:50%", "pareto:50%/held=10s"} <= set(agreement.CROSS_KINDS)
 
 
-def test_agreement_study_writes_its_cells_and_cross_table(tmp_path):
+@pytest.fixture(scope="module")
+def base_study(tmp_path_factory):
+    """One run of the agreement study on the setting base for the two tests that read it: the
+    paper's workload (2 stacks, 4 s) and, where vsftpd is installed, vsftpd's (a 1 MB file),
+    each run once in both engines, and the cross-traffic study (5 s a kind).  (The study's
+    output, the vsftpd workload's reason to be left out or None.)"""
     require_engine("ns-3")
     require_engine("tcp")
-    out = tmp_path / "a"
-    proc = run_magnet("experiment", "agreement", "--out", out, "--settings", "base", "--workloads", "paper",
+    why = ftp_server.unavailable()
+    out = tmp_path_factory.mktemp("agreement") / "study"
+    proc = run_magnet("experiment", "agreement", "--out", out, "--settings", "base",
+                      "--workloads", "paper" if why else "paper,vsftpd", "--file-size", "1MB",
                       "--stacks", "2", "--duration", "4", "--runs", "1", "--cross-duration", "5")
     assert proc.returncode == 0, proc.stderr_text
+    return out, why
+
+
+def test_agreement_study_writes_its_cells_and_cross_table(base_study):
+    out, _ = base_study
     for name in ("README.md", "runs.csv", "cells.csv", "cross.csv", "heatmap.png", "cross.png"):
         assert (out / name).stat().st_size > 0, name
     cells = pd.read_csv(out / "cells.csv")
+    cells = cells[cells["workload"] == "paper"]
     assert list(cells["stack"]) == [1, 2]
     assert (cells["size_diff_pct"].abs() <= 3).all(), cells
     cross = pd.read_csv(out / "cross.csv")
@@ -162,24 +176,20 @@ def test_bursts_split_at_silences():
     assert b["off_ms_p50"] == pytest.approx(200.5)
 
 
-def test_map_replays_the_vsftpd_demand_the_study_kept(tmp_path):
+def test_map_replays_the_vsftpd_demand_the_study_kept(base_study, tmp_path):
     """The study keeps vsftpd's captured demand (times and sizes) for each (setting, run);
     agreement_ns3 --map replays that one, so its ns-3 row is the study's own, not the
     stand-in's; without the kept file it plays the stand-in and says so."""
-    require_engine("ns-3")
-    require_engine("tcp")
-    why = ftp_server.unavailable()
+    shared, why = base_study
     require(why is None, f"vsftpd: {why}")
     out = tmp_path / "study"
-    proc = run_magnet("experiment", "agreement", "--out", out, "--settings", "base", "--workloads", "vsftpd",
-                      "--stacks", "1", "--runs", "1", "--skip-cross", "--file-size", "1MB")
-    assert proc.returncode == 0, proc.stderr_text
+    shutil.copytree(shared, out)                    # this test removes the kept demand
     kept = out / agreement.demand_file("base", 1)
     demand = read_demand(kept)
     assert demand.total_bytes == 1_000_000 and 1 < len(demand) < 100, len(demand)
     assert list(pd.read_csv(kept).columns) == ["sockid", "time_ns", "direction", "size"]
     runs = pd.read_csv(out / "runs.csv")
-    study = runs[(runs["engine"] == "ns-3") & (runs["stack"] == 1)].iloc[0]
+    study = runs[(runs["engine"] == "ns-3") & (runs["workload"] == "vsftpd") & (runs["stack"] == 1)].iloc[0]
 
     def rerun(name):
         assert agreement_ns3.main(["--map", "--settings", "base", "--workloads", "vsftpd", "--against", str(out),
