@@ -54,11 +54,13 @@ class AppRun:
     applied: str = ""
     series: dict = field(default_factory=dict)   # "send"/"recv": [(label, ns, size)] for Table II
     cross_lead_ns: int | None = None               # cross traffic's start -> time zero (None: none)
+    cross: dict | None = None                      # what the cross traffic moved (wan.CrossTraffic.moved[1])
 
     def summary(self) -> dict:
         return {"scenario": self.scenario.describe(), "options": asdict(self.options),
                 "applied": self.applied, "method": self.method, "notes": self.notes,
-                "cross_lead_ns": self.cross_lead_ns,
+                "cross_lead_ns": self.cross_lead_ns, "cross": self.cross,
+                "cross_bulk_starts_ms": wan.bulk_starts(self.cross) if self.cross else None,
                 "timing": self.timing, "failed": {str(k): v for k, v in self.failed.items()},
                 "connections": len(self.connections),
                 "traces": {side: str(p) for side, p in self.traces.items()}}
@@ -97,6 +99,7 @@ def run(demand: AppDemand, out_dir: str | os.PathLike, scenario: Scenario, optio
             path_stats = lab.path_stats(1)
             notes = list(lab.notes) + ([wan.cross_line(lab.cross[1])] if lab.cross.get(1) else [])
             method = lab.method
+            moved = lab.cross.get(1)
     if path_stats:
         notes.append(f"path: {path_stats.line()}")
     fifo = [side for side, result in results.items() if result.get("sched_fifo")]
@@ -112,7 +115,7 @@ def run(demand: AppDemand, out_dir: str | os.PathLike, scenario: Scenario, optio
         tables.timing[side]["cpu_s"] = result["cpu_s"]
     app_results.write(tables, out)
     return AppRun(scenario, options, method, tables.connections, tables.adus, tables.timing, failed,
-                  traces, notes, out, applied, tables.series, cross_lead_ns)
+                  traces, notes, out, applied, tables.series, cross_lead_ns, moved)
 
 
 def _replay(lab: Lab, work: Work, demand: AppDemand, plans: dict, open_loop: bool) -> tuple[dict, int]:

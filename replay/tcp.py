@@ -133,6 +133,7 @@ class StackRun:
                "retrans_bytes": self.retrans_bytes,
                "sender": self.sender, "receiver": self.receiver,
                "path": self.path_stats.raw if self.path_stats else None, "cross": self.cross,
+               "cross_bulk_starts_ms": wan.bulk_starts(self.cross) if self.cross else None,
                "cross_lead_ns": self.cross_lead_ns, "trace": str(self.trace) if self.trace else None, "notes": self.notes}
         if self.timing:
             out["timing"] = self.timing.as_dict()

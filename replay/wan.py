@@ -294,14 +294,26 @@ def crossing(net: Wan, scenario: Scenario, stacks: list[int], cc: str | None = N
     traffic.stop()
 
 
+def bulk_starts(moved: dict) -> dict[str, list[float]]:
+    """When one stack's bulk TCP cross flows (CrossTraffic.moved[k]) connected, ms after the
+    cross traffic's origin, per direction ("forward"; "reverse" on a duplex path), sorted:
+    flow i is due at 10 ms x i (cross.BULK_STAGGER_NS), the rest is how late its thread
+    set it up (what ns-3's MagnetCrossTraffic::kBulkLateUs draws from)."""
+    return {name: list(moved[way + "sent"].get("tcp_start_ms", []))
+            for name, way in (("forward", ""), ("reverse", "reverse_")) if way + "sent" in moved}
+
+
 def cross_line(moved: dict) -> str:
     """One stack's cross traffic (CrossTraffic.moved[k]) in words."""
     parts = []
     for way in ("", "reverse_"):
         if way + "sent" in moved:
             sent, got = moved[way + "sent"], moved[way + "received"]
+            starts = sent.get("tcp_start_ms")
             parts.append(f"{sent['tcp_bytes']} B TCP and {sent['udp_bytes']} B UDP sent"
-                         f"{' back' if way else ''}, {got['tcp_bytes']} B and {got['udp_bytes']} B arrived")
+                         f"{' back' if way else ''}, {got['tcp_bytes']} B and {got['udp_bytes']} B arrived"
+                         + (f" (bulk flows connected at {', '.join(f'{t:g}' for t in starts)} ms)"
+                            if starts else ""))
     return "cross traffic: " + "; ".join(parts)
 
 

@@ -122,12 +122,14 @@ def test_duplex_gives_the_reverse_direction_its_own_link(tmp_path, duplex):
 
 
 def test_duplex_cross_traffic_runs_both_ways(tmp_path):
-    """On a duplex path --cross runs in both directions, each through its own link: a
-    bulk TCP flow each way loads each direction's bottleneck up to its rate, never past
-    it (each flow's ACKs queue behind the other's data, so neither fills its link at
-    once: more than half of it after a second); wan.crossing reports what each way moved."""
+    """On a duplex path --cross runs in both directions, each through its own link: four
+    bulk TCP flows each way load each direction's bottleneck up to its rate, never past
+    it (each way's ACKs queue behind the other's data, so neither fills its link at
+    once: more than half of it after a second); wan.crossing reports what each way moved,
+    and when each of the four bulk flows connected each way (wan.bulk_starts: flow i due
+    10 ms x i after the origin; a replay's summary.json keeps them)."""
     path = Path(rate_bps=10_000_000, delay_ns=5 * MS, duplex=True)
-    scenario = Scenario(stacks=1, path=(path,), cross=(cross("tcp:1"),))
+    scenario = Scenario(stacks=1, path=(path,), cross=(cross("tcp:4"),))
     with wan.chain(f"mglt{os.getpid()}", scenario, tmp_path) as net:
         emulator = net.stack(1).emulator
         with wan.crossing(net, scenario, [1], cc="cubic", warmup_s=1.0) as traffic:
@@ -141,7 +143,11 @@ def test_duplex_cross_traffic_runs_both_ways(tmp_path):
         bits = (end[way]["forwarded_bytes"] - start[way]["forwarded_bytes"]) * 8
         assert 0.5 * 10e6 < bits / span <= 1.01 * 10e6, (way, bits / span)
     assert moved["received"]["tcp_bytes"] > 0 and moved["reverse_received"]["tcp_bytes"] > 0
-    assert "sent back" in wan.cross_line(moved)
+    assert "sent back" in wan.cross_line(moved) and "bulk flows connected at" in wan.cross_line(moved)
+    starts = wan.bulk_starts(moved)
+    assert set(starts) == {"forward", "reverse"}, starts
+    for way in starts.values():
+        assert len(way) == 4 and (np.array(way) >= [0, 10, 20, 30]).all(), starts
 
 
 def test_per_packet_log_tells_each_packets_fate(tmp_path):

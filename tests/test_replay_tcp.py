@@ -23,7 +23,7 @@ import magnetlib
 from magnetlib.demand import RECV, SEND, Demand
 from magnetlib import knobs
 from magnetlib.format import Event
-from magnet.replay import endpoint, fidelity, linkem, netns, tcp, wire
+from magnet.replay import endpoint, fidelity, linkem, netns, tcp, wan, wire
 from magnet.replay.scenario import Path as NetPath
 from magnet.replay.scenario import Scenario, Tcp, cross
 
@@ -221,7 +221,8 @@ def test_measured_rtt_is_the_mean_over_the_senders_srtt_updates(tmp_path, namesp
 def test_relay_chain_with_cross_traffic(tmp_path, namespaces, bpf):
     """Live relays over emulated paths, each bottleneck shared with a bulk TCP flow and
     Poisson UDP from the cross namespaces: every byte relayed, the cross traffic
-    through the same emulator (its counters hold both), the queue filled by it."""
+    through the same emulator (its counters hold both), the queue filled by it, and the
+    summary keeping when the bulk flow connected (test_linkem: four each way)."""
     demand = paced(60, 20, 10240)
     scenario = chain(3, "relay", rate_bps=10_000_000, delay_ns=5 * MS).replace(
         cross=(cross("tcp:1"), cross("poisson:20%")))
@@ -236,6 +237,9 @@ def test_relay_chain_with_cross_traffic(tmp_path, namespaces, bpf):
         got = s.cross["received"]
         assert got["tcp_bytes"] > 1_000_000 and got["udp_packets"] > 100
         assert s.cross["sent"]["tcp_cc"] == [scenario.tcp.cc]     # the stacks' TCP, as in ns-3
+        starts = s.summary()["cross_bulk_starts_ms"]
+        assert list(starts) == ["forward"] and len(starts["forward"]) == 1 and starts["forward"][0] >= 0
+        assert "bulk flows connected at" in wan.cross_line(s.cross)
         forward = s.path_stats["forward"]
         assert forward["forwarded_bytes"] >= s.delivered + got["tcp_bytes"] + got["udp_bytes"]
         assert forward["queue_max_packets"] > 20
