@@ -158,7 +158,7 @@ class MagnetCrossTraffic
     /**
      * Start each bulk TCP flow late by a draw of what the real sender's flows were
      * (replay/cross.py connects flow i 10 ms x i after its origin, and a thread's
-     * wake-up and socket set-up add the measured lateness, kBulkLateUs), drawn from
+     * wake-up and socket set-up add the measured lateness, kBulkLateUs[i]), drawn from
      * RNG stream `stream` of the current run (the scenario's seed and stack,
      * MagnetChain::SelectDraws): every seed and stack its own phase of the flows'
      * sawtooth, as every real run and stack is.  Without it (ns-3's own TCP model)
@@ -182,15 +182,22 @@ class MagnetCrossTraffic
     static constexpr uint16_t kReverseFirstPort = 6001; //!< ... and kReverseFirstPort + i back
     static constexpr int64_t kStartStream = 1000; //!< DrawStarts' stream of stack k: this + k
     /**
-     * How late (us) the real sender (replay/cross.py) connects a bulk flow after its due
-     * time (origin + 10 ms x i): its 5 % quantiles, 0-100 %, over 60 first flows (flow 0,
-     * the one no other flow's sending thread delays) of 60 runs on this 2-core VM at load
-     * 0.8-2.9, 2026-11-27: median 0.33 ms, 0.22-4.96 ms.  The demand's time zero is
-     * exactly CROSS_LEAD_NS after the origin in both engines, so the flows' lead to it
-     * varies by this alone.
+     * How late (us) the real sender (replay/cross.py) connects bulk flow i after its due
+     * time (origin + 10 ms x i): per flow index i = 0..3 (row i; later flows: row 3), its
+     * 5 % quantiles, 0-100 %, each over 104 connects: 13 real replays (`magnet replay tcp`
+     * of the agreement's vsftpd demand, --rate 20Mbps --delay 30ms --queue 1bdp --cross
+     * tcp:4 --duplex on --stacks 4) x 4 stacks x both directions, on this 2-core VM at load
+     * 0.9-4.0 (median 2.2), 2026-11-27.  Medians 0.64, 0.41, 0.40, 0.69 ms (flows 0 and 3
+     * later than 1 and 2 in both halves of the runs; the directions and the stacks alike),
+     * 0.18-6.06 ms in all.  (A loopback stand-in's first flows had a median of 0.33 ms.)
+     * The demand's time zero is exactly CROSS_LEAD_NS after the origin in both engines, so
+     * the flows' lead to it varies by this alone.
      */
-    static constexpr double kBulkLateUs[] = {221, 241, 253, 267, 271, 276, 308, 310, 315, 320, 330,
-                                             355, 379, 398, 445, 516, 732, 2213, 2592, 3134, 4956};
+    static constexpr double kBulkLateUs[4][21] = {
+        {234, 272, 284, 300, 311, 376, 472, 510, 539, 578, 642, 738, 940, 1285, 1456, 1822, 2096, 2471, 2949, 4889, 6062},
+        {180, 214, 237, 251, 260, 270, 280, 299, 321, 340, 408, 427, 439, 451, 467, 533, 583, 1085, 2084, 3377, 4520},
+        {200, 234, 246, 253, 262, 267, 291, 307, 318, 372, 403, 421, 436, 455, 475, 495, 521, 571, 719, 1690, 5440},
+        {210, 244, 302, 412, 458, 519, 552, 578, 610, 647, 691, 722, 738, 765, 817, 917, 1024, 1155, 1351, 1899, 4893}};
 
     /** Bulk flow i's start after the cross traffic's: 10 ms x i, plus a drawn lateness if DrawStarts. */
     Time BulkOffset(uint32_t flow);
