@@ -53,6 +53,7 @@ constexpr uint32_t kReordering = 3;      // tcp_reordering (TCP_FASTRETRANS_THRE
 constexpr uint32_t kPingPongThresh = 1;  // TCP_PINGPONG_THRESH
 constexpr uint32_t kMaxReordering = 300; // tcp_max_reordering
 constexpr int64_t kTimeoutMinUs = 2000;  // TCP_TIMEOUT_MIN_US
+constexpr int64_t kInvalidRateLimitMs = 500; // tcp_invalid_ratelimit
 // With RACK, Linux counts no duplicate ACKs (tcp_time_to_recover): a threshold never reached
 // turns off TcpSocketBase's and TcpTxBuffer's (small enough that x segment size fits 32 bits).
 constexpr uint32_t kNoDupThresh = 1U << 20;
@@ -2839,6 +2840,14 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
     // the FIN is ACKed: an ACK short of it is taken as in CLOSE_WAIT.
     TcpHeader header;
     const bool parsed = packet->PeekHeader(header);
+    // A SYN on a synchronized connection: a challenge ACK, the SYN discarded (SynChallenge).
+    if (parsed && (header.GetFlags() & TcpHeader::SYN) && !(header.GetFlags() & TcpHeader::RST) &&
+        (m_state == ESTABLISHED || m_state == CLOSE_WAIT || m_state == FIN_WAIT_1 || m_state == FIN_WAIT_2 ||
+         m_state == CLOSING || m_state == LAST_ACK))
+    {
+        SynChallenge();
+        return;
+    }
     if (parsed)
     {
         ReplaceTsRecent(header, packet->GetSize() - header.GetSerializedSize());
@@ -2860,6 +2869,27 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
         // the FIN (nothing is out there once the data is ACKed): re-arm it.
         RearmRto();
     }
+}
+
+void
+MagnetLinuxTcpSocket::SynChallenge()
+{
+    // tcp_validate_incoming: a SYN on a synchronized connection (RFC 5961 4.2) -- the peer's
+    // SYN-ACK resent because this end's ACK of it was lost, a SYN resent -- draws a challenge
+    // ACK (tcp_send_challenge_ack: snd_nxt, rcv_nxt; per socket at most one per
+    // tcp_invalid_ratelimit, 500 ms: __tcp_oow_rate_limited; the host-wide
+    // tcp_challenge_ack_limit is off since Linux 6.0) and is discarded.  ns-3 took the SYN's
+    // options and reset cwnd and ssthresh on it (DoForwardUp), then ignored it
+    // (ProcessEstablished: "no action") and sent nothing: when the handshake's last ACK was
+    // lost, a peer in SYN_RCVD with nothing to send resent its SYN-ACK until it gave up, the
+    // connection never accepted.
+    if (m_challengeAckSent && Simulator::Now() - m_lastChallengeAck < MilliSeconds(kInvalidRateLimitMs))
+    {
+        return;
+    }
+    m_challengeAckSent = true;
+    m_lastChallengeAck = Simulator::Now();
+    SendAck();
 }
 
 void

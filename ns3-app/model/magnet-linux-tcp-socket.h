@@ -141,6 +141,11 @@ namespace ns3
  *   retransmission (retransmits_timed_out: 924.6 s), not after ns-3's 6 RTOs;
  *   the RTO doubles up to 120 s (ns-3: 60 s); the SYN's timer stays at 1 s
  *   for tcp_syn_linear_timeouts (4) retransmissions before doubling.
+ * - **A SYN on a synchronized connection** (tcp_validate_incoming, RFC 5961 4.2): the peer's
+ *   resent SYN-ACK (this end's ACK of it lost) or SYN draws a challenge ACK, at most one per
+ *   500 ms (tcp_invalid_ratelimit), and is discarded; ns-3 reset cwnd on it and sent nothing,
+ *   so a lost last ACK of the handshake left a peer with nothing to send in SYN_RCVD until it
+ *   gave up.
  */
 class MagnetLinuxTcpSocket : public TcpSocketBase
 {
@@ -213,6 +218,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void ProcessSegment(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
     /** tcp_replace_ts_recent: the TSval this end echoes, from an acceptable segment at or before rcv_wup. */
     void ReplaceTsRecent(const TcpHeader& header, uint32_t payload);
+    /** tcp_validate_incoming: a SYN on a synchronized connection draws a challenge ACK (rate-limited). */
+    void SynChallenge();
     void DoDispose() override;
     void NotifyConstructionCompleted() override;
 
@@ -356,6 +363,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool m_inReceive{false};   //!< inside ReceivedData: reads defer their ACK check
     uint32_t m_readInReceive{0};
     EventId m_readerEvent;     //!< the reader's pending wake-up (ReaderWakeup)
+    bool m_challengeAckSent{false}; //!< a challenge ACK was sent (last_oow_ack_time set)
+    Time m_lastChallengeAck;         //!< when (tcp_invalid_ratelimit counts from it)
 
     /** A segment on its way through the host (AckLag, ReplyLag). */
     struct HostSegment

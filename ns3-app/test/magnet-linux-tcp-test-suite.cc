@@ -793,6 +793,92 @@ class LinuxHostLagTestCase : public TestCase
 };
 
 /**
+ * The handshake's last ACK lost, on hosts with lags (AckLag 10 us, ReplyLag 5 us) and on ideal
+ * ones: node 0 connects and sends nothing, node 1 sends 10000 B once it accepts (an FTP data
+ * connection).  Node 1, in SYN_RCVD, resends its SYN-ACK after 1 s; node 0, established, answers
+ * it with a challenge ACK (tcp_validate_incoming: a SYN on a synchronized connection,
+ * RFC 5961 4.2), which completes node 1's handshake: accepted at about 1.09 s, every byte
+ * delivered.  ns-3 ignored the resent SYN-ACK (ProcessEstablished: "no action"): node 1 resent it
+ * until it gave up, never accepting.  With the first challenge ACK lost too, the SYN-ACK resent
+ * 2 s later (past the 500 ms per socket rate limit, tcp_invalid_ratelimit) draws a second.
+ */
+class LinuxSynOnEstablishedTestCase : public TestCase
+{
+  public:
+    LinuxSynOnEstablishedTestCase()
+        : TestCase("the handshake's last ACK lost: the resent SYN-ACK draws a challenge ACK, the peer accepts")
+    {
+    }
+
+  private:
+    struct Outcome
+    {
+        Time accepted{-1};
+        uint32_t received{0};
+        uint32_t acks{0}; //!< pure ACKs node 0 sent before node 1 accepted
+    };
+
+    static void OnRecv(uint32_t* received, Ptr<Socket> socket)
+    {
+        Ptr<Packet> p;
+        while ((p = socket->Recv()) && p->GetSize() > 0)
+        {
+            *received += p->GetSize();
+        }
+    }
+
+    Outcome Run(Time ackLag, Time replyLag, const std::list<uint32_t>& lost)
+    {
+        MagnetTcpConfig tcp;
+        tcp.ackLag = ackLag;
+        tcp.replyLag = replyLag;
+        Bench bench("100Mbps", "30ms", tcp);
+        Outcome o;
+        bench.Lose(lost); // at node 1: 0 the SYN, 1 the handshake's ACK, ...
+        bench.Listen();
+        bench.accepted = [&o](Ptr<Socket> socket) {
+            o.accepted = Simulator::Now();
+            socket->Send(Create<Packet>(10000), 0);
+        };
+        Ptr<Socket> client = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
+        client->Bind();
+        client->SetRecvCallback(MakeBoundCallback(&OnRecv, &o.received));
+        client->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        Simulator::Stop(Seconds(10));
+        Simulator::Run();
+        for (const auto& [t, payload] : bench.sent[0])
+        {
+            o.acks += payload == 0 && (o.accepted.IsNegative() || t < o.accepted);
+        }
+        Simulator::Destroy();
+        return o;
+    }
+
+    void DoRun() override
+    {
+        for (Time lag : {MicroSeconds(10), Time(0)})
+        {
+            const Time reply = lag / 2;
+            Outcome one = Run(lag, reply, {1});
+            NS_TEST_ASSERT_MSG_EQ(one.received, 10000, "every byte delivered (lags " << lag << ")");
+            // The SYN-ACK resent at 1.030 s (its first at 30 ms + 1 s), at node 0 at 1.060 s,
+            // the challenge ACK at node 1 at 1.090 s, in its TCP ReplyLag later.
+            NS_TEST_EXPECT_MSG_EQ_TOL(one.accepted.GetSeconds(), 1.090, 0.001, "accepted on the challenge ACK");
+            NS_TEST_EXPECT_MSG_EQ(one.acks, 3, "the SYN, the handshake's ACK, one challenge ACK");
+
+            Outcome two = Run(lag, reply, {1, 2});
+            NS_TEST_ASSERT_MSG_EQ(two.received, 10000, "every byte delivered, the first challenge ACK lost too");
+            NS_TEST_EXPECT_MSG_EQ_TOL(two.accepted.GetSeconds(), 3.090, 0.001, "accepted on the second");
+            NS_TEST_EXPECT_MSG_EQ(two.acks, 4, "the SYN, the handshake's ACK, two challenge ACKs");
+        }
+        for (const char* name : {"AckLag", "ReplyLag"})
+        {
+            Config::SetDefault(std::string("ns3::MagnetLinuxTcpSocket::") + name, TimeValue(Time(0))); // for later cases
+        }
+    }
+};
+
+/**
  * Short segments nobody reads: after the quick ACKs the delayed-ACK timer ACKs
  * them, the first after ato = 40 ms (on the 4 ms tick), later ones after a
  * missed timer has doubled ato, capped by the receiver's smoothed RTT (60 ms)
@@ -3067,6 +3153,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxAutotuningTestCase, Duration::QUICK);
         AddTestCase(new LinuxReaderWakeupTestCase, Duration::QUICK);
         AddTestCase(new LinuxHostLagTestCase, Duration::QUICK);
+        AddTestCase(new LinuxSynOnEstablishedTestCase, Duration::QUICK);
         AddTestCase(new LinuxOfoGrowWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
