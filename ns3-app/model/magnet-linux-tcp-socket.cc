@@ -2852,6 +2852,14 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
     {
         ReplaceTsRecent(header, packet->GetSize() - header.GetSerializedSize());
     }
+    // LAST_ACK: the peer's FIN again (its ACK of this end's FIN, or this end's FIN, lost), not
+    // ACKing this end's FIN (LastAckFinAgain).
+    if (parsed && m_state == LAST_ACK && (header.GetFlags() & TcpHeader::FIN) && (header.GetFlags() & TcpHeader::ACK) &&
+        !(header.GetFlags() & (TcpHeader::SYN | TcpHeader::RST)) && header.GetAckNumber() <= m_tcb->m_highTxMark.Get())
+    {
+        LastAckFinAgain(packet, fromAddress, toAddress);
+        return;
+    }
     bool ackOnly = parsed &&
                    (header.GetFlags() & ~(TcpHeader::PSH | TcpHeader::URG | TcpHeader::CWR |
                                           TcpHeader::ECE)) == TcpHeader::ACK;
@@ -2868,6 +2876,33 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
         // Taken as in CLOSE_WAIT, an ACK of all the data cancelled the timer that resends
         // the FIN (nothing is out there once the data is ACKed): re-arm it.
         RearmRto();
+    }
+}
+
+void
+MagnetLinuxTcpSocket::LastAckFinAgain(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress)
+{
+    // In LAST_ACK the peer's FIN is in; it comes again when the peer (FIN_WAIT_1) resends it
+    // because this end's ACK of it was lost -- and this end's FIN with it, both dropped at a
+    // full queue.  ns-3 took any FIN+ACK there for the end (ProcessLastAck: CloseAndNotify):
+    // the socket gone, this end's FIN never resent, the peer resent its FIN to the listener
+    // until the run ended, its close never complete.  Linux (tcp_rcv_state_process) takes the
+    // segment's ACK (tcp_ack; LAST_ACK ends only once snd_una reaches the FIN), and its FIN,
+    // before rcv_nxt, goes to tcp_data_queue as out of window: a duplicate ACK at once
+    // (tcp_enter_quickack_mode, with a D-SACK ns-3 does not send).  This end's FIN stays out,
+    // resent on its RTO.  So: the segment without its FIN, as an ACK in LAST_ACK (ProcessSegment),
+    // then the duplicate ACK (snd_nxt past the FIN, rcv_nxt) when the FIN brought no data.
+    Ptr<Packet> ack = packet->Copy();
+    TcpHeader header;
+    ack->RemoveHeader(header);
+    const uint32_t payload = ack->GetSize();
+    header.SetFlags(header.GetFlags() & ~TcpHeader::FIN);
+    ack->AddHeader(header);
+    Ptr<MagnetLinuxTcpSocket> self(this); // an ACK may close it
+    ProcessSegment(ack, fromAddress, toAddress);
+    if (m_state == LAST_ACK && payload == 0)
+    {
+        SendAck();
     }
 }
 

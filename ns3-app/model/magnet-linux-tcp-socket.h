@@ -220,6 +220,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void ReplaceTsRecent(const TcpHeader& header, uint32_t payload);
     /** tcp_validate_incoming: a SYN on a synchronized connection draws a challenge ACK (rate-limited). */
     void SynChallenge();
+    /** LAST_ACK: the peer's FIN again, this end's FIN not ACKed -- its ACK taken, a duplicate ACK sent. */
+    void LastAckFinAgain(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
     void DoDispose() override;
     void NotifyConstructionCompleted() override;
 

@@ -879,6 +879,97 @@ class LinuxSynOnEstablishedTestCase : public TestCase
 };
 
 /**
+ * The peer's FIN again in LAST_ACK, on hosts with lags (AckLag 10 us, ReplyLag 5 us) and on ideal
+ * ones: node 0 connects and half-closes at once (its FIN); node 1 closes once it has read it
+ * (CLOSE_WAIT, then LAST_ACK with its FIN).  Node 0 loses node 1's ACK of its FIN and node 1's
+ * FIN, so it resends its FIN on its RTO.  Node 1, in LAST_ACK, takes the resent FIN's ACK (short
+ * of its own FIN) and answers with a duplicate ACK (tcp_data_queue: out of window), which moves
+ * node 0 to FIN_WAIT_2; node 1's FIN, resent on its RTO, reaches node 0 (TIME_WAIT, its close
+ * complete), and node 0's ACK of it closes node 1.  ns-3 took the resent FIN+ACK for the end of
+ * LAST_ACK (ProcessLastAck): node 1 closed, its FIN never resent, node 0 never saw it.
+ */
+class LinuxLastAckFinAgainTestCase : public TestCase
+{
+  public:
+    LinuxLastAckFinAgainTestCase()
+        : TestCase("the peer's FIN again in LAST_ACK: a duplicate ACK, this end's FIN resent until ACKed")
+    {
+    }
+
+  private:
+    struct Outcome
+    {
+        Time peerFin{-1};      //!< node 0 read node 1's FIN (its normal-close callback)
+        Time serverClosed{-1}; //!< node 1's socket CLOSED
+        Time serverLastAck{-1};
+        size_t serverSent{0}; //!< node 1's segments
+    };
+
+    static void OnState(Outcome* o, TcpSocket::TcpStates_t, TcpSocket::TcpStates_t now)
+    {
+        if (now == TcpSocket::LAST_ACK && o->serverLastAck.IsNegative())
+        {
+            o->serverLastAck = Simulator::Now();
+        }
+        if (now == TcpSocket::CLOSED)
+        {
+            o->serverClosed = Simulator::Now();
+        }
+    }
+
+    Outcome Run(Time ackLag, Time replyLag)
+    {
+        MagnetTcpConfig tcp;
+        tcp.ackLag = ackLag;
+        tcp.replyLag = replyLag;
+        Bench bench("100Mbps", "30ms", tcp);
+        Outcome o;
+        // At node 0: 0 the SYN-ACK, 1 node 1's ACK of node 0's FIN, 2 node 1's FIN.
+        auto errors = CreateObject<ReceiveListErrorModel>();
+        errors->SetList({1, 2});
+        bench.devices.Get(0)->SetAttribute("ReceiveErrorModel", PointerValue(errors));
+        bench.Listen();
+        bench.accepted = [&o](Ptr<Socket> socket) {
+            socket->TraceConnectWithoutContext("State", MakeBoundCallback(&OnState, &o));
+            socket->SetCloseCallbacks(MakeCallback(+[](Ptr<Socket> s) { Simulator::ScheduleNow([s]() { s->Close(); }); }),
+                                      MakeNullCallback<void, Ptr<Socket>>());
+        };
+        Ptr<Socket> client = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
+        client->Bind();
+        client->SetConnectCallback(MakeCallback(+[](Ptr<Socket> s) { s->ShutdownSend(); }),
+                                   MakeNullCallback<void, Ptr<Socket>>());
+        client->SetCloseCallbacks(MakeBoundCallback(+[](Outcome* out, Ptr<Socket>) { out->peerFin = Simulator::Now(); }, &o),
+                                  MakeNullCallback<void, Ptr<Socket>>());
+        client->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        Simulator::Stop(Seconds(10));
+        Simulator::Run();
+        o.serverSent = bench.sent[1].size();
+        Simulator::Destroy();
+        return o;
+    }
+
+    void DoRun() override
+    {
+        for (Time lag : {MicroSeconds(10), Time(0)})
+        {
+            Outcome o = Run(lag, lag / 2);
+            // Node 1's FIN at 90 ms, lost with its ACK of node 0's; node 0 resends its FIN at
+            // 320 ms (RTO 260 ms), at node 1 at 350 ms, when node 1 resends its FIN (RTO 260 ms)
+            // and answers with a duplicate ACK: node 0 reads the FIN at 380 ms, its ACK closes
+            // node 1 at 410 ms.  ns-3 closed node 1 at 350 ms, node 0 never read its FIN.
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.serverLastAck.GetSeconds(), 0.090, 0.001, "LAST_ACK (lags " << lag << ")");
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.peerFin.GetSeconds(), 0.380, 0.001, "node 0 read node 1's resent FIN");
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.serverClosed.GetSeconds(), 0.410, 0.001, "closed on the ACK of its FIN");
+            NS_TEST_EXPECT_MSG_EQ(o.serverSent, 5, "SYN-ACK, ACK, FIN, the FIN resent, the duplicate ACK");
+        }
+        for (const char* name : {"AckLag", "ReplyLag"})
+        {
+            Config::SetDefault(std::string("ns3::MagnetLinuxTcpSocket::") + name, TimeValue(Time(0))); // for later cases
+        }
+    }
+};
+
+/**
  * Short segments nobody reads: after the quick ACKs the delayed-ACK timer ACKs
  * them, the first after ato = 40 ms (on the 4 ms tick), later ones after a
  * missed timer has doubled ato, capped by the receiver's smoothed RTT (60 ms)
@@ -3154,6 +3245,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxReaderWakeupTestCase, Duration::QUICK);
         AddTestCase(new LinuxHostLagTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynOnEstablishedTestCase, Duration::QUICK);
+        AddTestCase(new LinuxLastAckFinAgainTestCase, Duration::QUICK);
         AddTestCase(new LinuxOfoGrowWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
