@@ -20,7 +20,7 @@ runs the offline chain one stack at a time, each stack with its own lead.
 --map re-runs the ns-3 side of every (setting, workload, run) the committed runs.csv holds
 (its seeds, 15 s demands, its stacks) and scores the cells as the study does
 (agreement.cells: the same metrics, 10 % and 25 %), against the committed Linux rows;
---spread also against spread/runs.csv's Linux runs (3-run medians, seeds 1..3).  vsftpd's
+--spread also against spread/runs.csv's Linux runs (the medians of each setting's runs, seeds 1..N).  vsftpd's
 run replays the demand the study kept beside runs.csv for that (setting, run)
 (vsftpd-demand-SETTING-runR.csv: what Linux replayed), and the stand-in above only where
 the study kept none (results made before it kept them); the output says which.  While the
@@ -110,7 +110,7 @@ def run_cells(args, work: Path, lead_s: float = CROSS_LEAD_NS / 1e9, stacks: int
 
 def compare(ns3, against: Path):
     """Per (workload, stack): ns-3's seed-1 value against Linux's run 1, and ns-3's median over
-    seeds against Linux's 3-run median (spread/), in %."""
+    seeds against Linux's median over spread/'s runs, in %."""
     import pandas as pd
     linux = pd.concat([pd.read_csv(against / "runs.csv").assign(study="run 1"),
                        pd.read_csv(against / "spread" / "runs.csv").assign(study="spread")])
@@ -282,7 +282,7 @@ def map_body(args, results, ns3, linux) -> str:
         part = linux[linux["study"] == study]
         table = tables[study] = score(ns3, part)
         table.to_csv(results.path(f"{study}-cells.csv"), index=False)
-        out += [f"## Against {'runs.csv (Linux run 1)' if study == 'map' else 'spread/runs.csv (Linux 3-run medians)'}",
+        out += [f"## Against {'runs.csv (Linux run 1)' if study == 'map' else 'spread/runs.csv (Linux medians over its runs)'}",
                 "", f"- every cell ({vsftpd_note(part)}): **{summary(table)}**",
                 f"- the study's synthetic demands only (vsftpd left out): "
                 f"{summary(table[table['workload'] != 'vsftpd'])}", ""]
@@ -296,7 +296,7 @@ def map_body(args, results, ns3, linux) -> str:
     if args.spread:
         both = combined(tables["map"], tables["spread"])
         out += ["## Both, as the committed README combines them", "",
-                "The cells spread/ holds at the medians of 3 runs (ns-3's over seeds 1-3 against Linux's), "
+                "The cells spread/ holds at the medians of its runs (ns-3's over the same seeds against Linux's), "
                 "every other cell at run 1:", "",
                 f"- every cell: **{summary(both)}**",
                 f"- the study's synthetic demands only (vsftpd left out): "
@@ -306,7 +306,7 @@ def map_body(args, results, ns3, linux) -> str:
 
 
 def combined(single, medians):
-    """The single run's cells, those that the 3-run study also holds replaced by its medians'."""
+    """The single run's cells, those that spread/ also holds replaced by its medians'."""
     import pandas as pd
     keys = ["setting", "workload", "stack"]
     kept = single.merge(medians[keys], on=keys, how="left", indicator=True)["_merge"].eq("left_only").values
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(Linux not re-run). {common.wakeup_note(args.tcp_model)}", "", "## The four bulk flows alone", "",
             results.table("cross", cross), "", "## The cells (ns-3 vs Linux, %)", "",
             f"{agree} of {len(cells)} within 10 % on all four metrics (seed 1 against Linux's run 1); "
-            "*_median_pct: ns-3's median over seeds against Linux's 3-run median.", "",
+            "*_median_pct: ns-3's median over seeds against Linux's median over spread/'s runs.", "",
             results.table("cells", cells, "{:.1f}"), "",
             "## vsftpd's stand-in, stack 1, against the cross traffic's lead", "",
             results.table("phase", scan), "",
