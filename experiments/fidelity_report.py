@@ -199,11 +199,12 @@ def write(args, runs, rows: pd.DataFrame, profiles: dict, minutes: float, contex
     rows = fidelity_frame(rows)
     rows.to_csv(results.path("fidelity.csv"), index=False)
     study.runs_frame(runs).to_csv(results.path("runs.csv"), index=False)
-    summary = summarise(rows, args.predictors)
+    predictors = ran(args, runs)
+    summary = summarise(rows, predictors)
     summary.to_csv(results.path("summary.csv"), index=False)
     body = [intro(args, runs, minutes, context)]
     if len(summary):
-        results.figure(heatmap(summary, args.predictors), "heatmap")
+        results.figure(heatmap(summary, predictors), "heatmap")
         body += ["## Targets (demand-driven, both engines)", "", common.markdown(targets(summary)), "",
                  "Each cell: the prediction's median over its comparisons with the truth runs; the limit is "
                  f"the target, or the floor + {MARGIN} where the ground truth's own spread (its largest "
@@ -216,7 +217,7 @@ def write(args, runs, rows: pd.DataFrame, profiles: dict, minutes: float, contex
         body += [f"## {app}", ""]
         if (summary["app"] == app).any():
             body += [app_table(summary, app), ""]
-            results.figure(cdfs(app, args.paths, profiles, runs, args.predictors), f"cdf-{app}")
+            results.figure(cdfs(app, args.paths, profiles, runs, predictors), f"cdf-{app}")
             body += [f"![CDFs of {app}](cdf-{app}.png)", ""]
         else:
             body += ["No result: " + "; ".join(sorted({r.status for r in runs if r.app == app and
@@ -230,9 +231,11 @@ def intro(args, runs, minutes: float, context: dict) -> str:
     from . import fidelity as study
     failed = [r for r in runs if r.status != "ok"]
     ns3 = study.ns3_options(runs)
+    predictors = ran(args, runs)
     lines = [
         f"{len(args.apps)} applications, their source run on path A ({study.SOURCE.title}) and "
-        f"{args.runs} ground-truth runs on each path B, predicted by {len(args.predictors)} predictors from "
+        f"{args.runs} ground-truth runs on each path B, predicted by {len(predictors)} "
+        f"predictor{'s' if len(predictors) != 1 else ''} ({', '.join(predictors)}) from "
         f"path A's capture alone. {len(runs) - len(failed)} of {len(runs)} runs ok; {_took(args, runs, minutes)}. "
         f"Load average {context.get('load', '?')}; {context.get('others', '')}", "",
         "| path | flags | what |", "|---|---|---|",
@@ -252,6 +255,13 @@ def intro(args, runs, minutes: float, context: dict) -> str:
         lines += ["**Runs that failed or could not run:**", ""]
         lines += [f"* {r.label()}: {r.status}" for r in failed] + [""]
     return "\n".join(lines)
+
+
+def ran(args, runs) -> list[str]:
+    """The predictors the study's runs hold (of --predictors, in its order): a study made with
+    some, measured again (--reanalyse, --rerun) under the default --predictors, has only those."""
+    kinds = {r.kind for r in runs}
+    return [p for p in args.predictors if p in kinds]
 
 
 def _took(args, runs, minutes: float) -> str:

@@ -83,7 +83,9 @@ def test_every_predictor_ran_on_real_captures(study):
                 assert t.meta.hostname == side
                 assert t.scan.counts.get(magnetlib.Event.DEV_RECV, 0) > 0, (predictor, side)
     assert (work / APP / "source" / "a.pcap").stat().st_size > 100_000           # tcpdump's, of 1 MB
-    assert (out / "README.md").read_text().count("| truth |") >= 1
+    readme = (out / "README.md").read_text()
+    assert readme.count("| truth |") >= 1
+    assert f"predicted by 6 predictors ({', '.join(fidelity.PREDICTORS)})" in readme
     assert (out / "heatmap.png").exists() and (out / f"cdf-{APP}.png").exists()
 
 
@@ -154,6 +156,21 @@ def test_rerun_replays_only_the_named_ns3_predictor(study, tmp_path):
     assert before_runs["seconds"][mine].item() == 999 and runs["seconds"][mine].item() < 999    # its own time, new
     pd.testing.assert_frame_equal(pd.read_csv(out / "fidelity.csv"), pd.read_csv(again / "fidelity.csv"))
     assert "1 of the runs (demand-ns3) re-run (--rerun)" in (again / "README.md").read_text()
+
+
+def test_reanalyse_counts_the_predictors_the_study_ran(study, tmp_path):
+    """A study with two predictors, measured again under the default --predictors (all six):
+    the README counts and names the two it ran."""
+    _, _, kept = study
+    work = tmp_path / "work"
+    shutil.copytree(kept, work)
+    runs = pd.read_csv(work / "runs.csv", dtype=str, keep_default_na=False)
+    runs[runs["kind"].isin(["source", "truth", "demand-tcp", "demand-ns3"])].to_csv(work / "runs.csv", index=False)
+    assert fidelity.main(["--reanalyse", "--apps", APP, "--paths", SITE, "--runs", "2", "--work", str(work),
+                          "--out", str(tmp_path / "again")]) == 0
+    readme = (tmp_path / "again" / "README.md").read_text()
+    assert "predicted by 2 predictors (demand-tcp, demand-ns3)" in readme and "6 predictors" not in readme
+    assert set(pd.read_csv(tmp_path / "again" / "summary.csv")["predictor"]) == {"truth", "demand-tcp", "demand-ns3"}
 
 
 def test_rerun_refuses_what_it_cannot_rerun(tmp_path):
