@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -30,6 +32,7 @@ import tempfile
 import time
 import weakref
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,7 +40,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:                 # pandas costs every magnet command 0.2 s to import
     import pandas as pd
 
-from magnetlib import signals
+from magnetlib import knobs, signals
 from magnetlib.cli import Parser
 from magnetlib.errors import MagnetError
 
@@ -112,34 +115,134 @@ def choices(p: argparse.ArgumentParser, option: str, text: str, known) -> list[s
 # than 100 us) gave 10.0 / 8.1 / 27.5 us; round 10's captures on an earlier instance of this VM
 # gave an ACK lag of 9.5-9.8 us and a wake-up of 17.2-20.5 us (reader p50 26.8-30.2 us): the
 # wake-up is a property of the host and its load, measured again with the Linux runs it is
-# compared against.
+# compared against: the agreement and fidelity studies measure all three at their start
+# (reader_wakeup.for_study) and record them (HostLags, LAGS_FILE); these constants are their
+# fallback (--quick, no root, a failed measurement) and that of a re-run against a study that
+# recorded none.
 HOST_ACK_LAG_NS = 10_245
 HOST_REPLY_LAG_NS = 7_812
 HOST_READER_WAKEUP_NS = 29_184
 
 
-def engine_options(engine: str, tcp_model: str = "linux") -> dict:
+LAGS_FILE = "host-lags.json"        # where a study records the lags it gave ns-3
+
+
+@dataclass
+class HostLags:
+    """The host's three lags a study gives ns-3's Linux profile, and where they came from:
+    `measured` on this host at the study's start (experiments/reader_wakeup.py for_study),
+    `given` (--host-lags), or the `constants` above (HOST_ACK_LAG_NS, HOST_REPLY_LAG_NS,
+    HOST_READER_WAKEUP_NS; `how` says why not measured).  A study records them in its
+    results (LAGS_FILE), and the ns-3 re-runs scored against its Linux runs read them back."""
+    ack_lag_ns: int = HOST_ACK_LAG_NS
+    reply_lag_ns: int = HOST_REPLY_LAG_NS
+    reader_wakeup_ns: int = HOST_READER_WAKEUP_NS
+    source: str = "constants"            # measured, given or constants
+    how: str = ""                        # how measured, or why the constants
+    date: str = ""
+    runs: list = field(default_factory=list)     # the measurement's runs (reader_wakeup.modes, .replies)
+    read_from: str = ""                  # the study whose record these are (not written)
+
+    def __str__(self) -> str:
+        return (f"ACK lag {self.ack_lag_ns / 1000:g} us, reply lag {self.reply_lag_ns / 1000:g} us, "
+                f"reader wake-up {self.reader_wakeup_ns / 1000:g} us ({self.source})")
+
+    def options(self) -> dict:
+        """Ns3Options' fields."""
+        return {"reader_wakeup_ns": self.reader_wakeup_ns, "ack_lag_ns": self.ack_lag_ns,
+                "reply_lag_ns": self.reply_lag_ns}
+
+    def argv(self) -> list[str]:
+        """`magnet replay ns3`'s options."""
+        return ["--reader-wakeup", f"{self.reader_wakeup_ns}ns", "--ack-lag", f"{self.ack_lag_ns}ns",
+                "--reply-lag", f"{self.reply_lag_ns}ns"]
+
+    def provenance(self) -> str:
+        """Where the lags came from, for a README."""
+        if self.source == "measured":
+            text = f"this host's lags, measured on Linux over linkem at the study's start ({self.how})"
+        elif self.source == "given":
+            text = f"given to the study ({self.how or '`--host-lags`'})"
+        else:
+            text = ("experiments/common.py's HOST_ACK_LAG_NS, HOST_REPLY_LAG_NS, HOST_READER_WAKEUP_NS "
+                    "(this VM's lags as measured once, not with these Linux runs)"
+                    + (f": {self.how}" if self.how else ""))
+        if self.read_from:
+            text += f"; as the study in `{self.read_from}` recorded them ({LAGS_FILE})"
+        return text
+
+    def write(self, path: Path) -> None:
+        record = {k: v for k, v in asdict(self).items() if k != "read_from"}
+        Path(path).write_text(json.dumps(record, indent=1, default=str) + "\n")
+
+    @classmethod
+    def read(cls, directory: Path) -> HostLags | None:
+        """The lags the study in `directory` recorded (None: it recorded none); StudyError if
+        its record cannot be read."""
+        path = Path(directory) / LAGS_FILE
+        if not path.is_file():
+            return None
+        try:
+            record = json.loads(path.read_text())
+            lags = cls(**{k: record[k] for k in ("ack_lag_ns", "reply_lag_ns", "reader_wakeup_ns", "source")},
+                       how=str(record.get("how", "")), date=str(record.get("date", "")),
+                       runs=list(record.get("runs", [])), read_from=str(Path(directory)))
+            if not all(isinstance(v, int) and v >= 0 for v in (lags.ack_lag_ns, lags.reply_lag_ns,
+                                                                lags.reader_wakeup_ns)):
+                raise ValueError("the lags are not whole nanoseconds")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise StudyError(str(path), f"not a study's record of its host lags: {e}") from None
+        return lags
+
+    @classmethod
+    def recorded(cls, directory: Path) -> HostLags:
+        """For an ns-3 re-run scored against the Linux runs of the study in `directory`: the
+        lags it recorded, else the constants (saying so)."""
+        return cls.read(directory) or cls(how=f"the study in `{directory}` recorded none ({LAGS_FILE}: "
+                                              "made before studies measured them)")
+
+
+def host_lags_arg(text: str) -> HostLags:
+    """--host-lags: ACK,REPLY,WAKEUP in ns (or with a unit: 10us), or `constants`."""
+    if text.strip().lower() == "constants":
+        return HostLags(how="`--host-lags constants`")
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) != 3:
+        raise ValueError(f"--host-lags {text!r}: ACK,REPLY,WAKEUP (ns, or with a unit: 10us), or constants")
+    values = [round(float(part)) if re.fullmatch(r"[0-9]*\.?[0-9]+", part) else knobs.duration(part)
+              for part in parts]
+    return HostLags(*values, source="given", how=f"`--host-lags {text}`")
+
+
+def add_host_lags(p: argparse.ArgumentParser) -> None:
+    """--host-lags for a study that measures them at its start (root, linkem) unless given."""
+    p.add_argument("--host-lags", type=knobs.arg(host_lags_arg), metavar="ACK,REPLY,WAKEUP",
+                   help="the host's ACK lag, reply lag and reader wake-up for ns-3's Linux profile, in ns "
+                        "(or with a unit: 10us), or `constants` (experiments/common.py's); default: "
+                        "measured on this host at the study's start (experiments/reader_wakeup.py, about "
+                        "30 s, root), the constants where that cannot run and under --quick")
+
+
+def engine_options(engine: str, tcp_model: str = "linux", lags: HostLags | None = None) -> dict:
     """An engine's options in a study that compares ns-3 with Linux on this host: ns-3's TCP
-    model and, with the linux model, this host's lags: its reader wake-up
-    (HOST_READER_WAKEUP_NS), its ACK lag (HOST_ACK_LAG_NS) and its reply lag (HOST_REPLY_LAG_NS)."""
+    model and, with the linux model, this host's lags: `lags` (the study's), else the
+    constants (HOST_READER_WAKEUP_NS, HOST_ACK_LAG_NS, HOST_REPLY_LAG_NS)."""
     from magnet.replay import engines
     options = engines.options_for(engine, tcp_model)
     if options and tcp_model == "linux":
-        options["reader_wakeup_ns"] = HOST_READER_WAKEUP_NS
-        options["ack_lag_ns"] = HOST_ACK_LAG_NS
-        options["reply_lag_ns"] = HOST_REPLY_LAG_NS
+        options.update((lags or HostLags()).options())
     return options
 
 
-def wakeup_note(tcp_model: str) -> str:
-    """What a study's README says of the host's reader wake-up it gave ns-3."""
+def wakeup_note(tcp_model: str, lags: HostLags | None = None) -> str:
+    """What a study's README says of the host's lags it gave ns-3 (`lags`, else the constants)."""
     if tcp_model != "linux":
         return ""
-    return (f"ns-3's hosts take a data segment to TCP {HOST_ACK_LAG_NS / 1000:g} us after it arrives "
-            f"(`--ack-lag`), a pure ACK {HOST_REPLY_LAG_NS / 1000:g} us after (`--reply-lag`), and "
-            f"their receiving applications read {HOST_READER_WAKEUP_NS / 1000:g} us after their data "
-            "becomes readable (`--reader-wakeup`): this host's lags as measured on Linux "
-            "(experiments/common.py HOST_ACK_LAG_NS, HOST_REPLY_LAG_NS, HOST_READER_WAKEUP_NS). ")
+    lags = lags or HostLags()
+    return (f"ns-3's hosts take a data segment to TCP {lags.ack_lag_ns / 1000:g} us after it arrives "
+            f"(`--ack-lag`), a pure ACK {lags.reply_lag_ns / 1000:g} us after (`--reply-lag`), and "
+            f"their receiving applications read {lags.reader_wakeup_ns / 1000:g} us after their data "
+            f"becomes readable (`--reader-wakeup`): {lags.provenance()}. ")
 
 
 def add_tcp_model(p: argparse.ArgumentParser) -> None:

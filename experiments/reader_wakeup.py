@@ -25,13 +25,18 @@ both engines share: a packet in at the host's device -> the packet it causes out
   per run p10/p50/p90, the value their p50's median over runs (ns-3's ReplyLag: a pure ACK's
   arrival -> its processing by TCP, where the data it releases leaves).
 
+The agreement and fidelity studies measure the three lags the same way at their start, shorter
+(for_study: STUDY_RUNS runs of STUDY_SECONDS), and give them to their own ns-3 runs.
+
 Real-time runs: take `flock /work/.realtime.lock` where others run them too.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import struct
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -165,6 +170,67 @@ def run_linux(where: Path, seconds: float, seed: int) -> tuple[np.ndarray, np.nd
     return np.concatenate(lags), np.concatenate(reply)
 
 
+def measure(work: Path, runs: int, seconds: float, seed: int, desc: str = "runs") -> pd.DataFrame:
+    """`runs` real-time runs of `seconds` (seeds from `seed`), their captures under `work`:
+    a row per run (modes, replies, the load at its start)."""
+    rows = []
+    for run in common.progress(range(1, runs + 1), desc):
+        load = common.load()
+        lags, reply = run_linux(work / f"run-{run}", seconds, seed + run - 1)
+        rows.append({"run": run, **modes(lags), **replies(reply), "load": load})
+    return pd.DataFrame(rows)
+
+
+def values_us(table: pd.DataFrame) -> dict:
+    """The three lags of the runs, in us: each the median over runs of its per-run value."""
+    return {name: float(np.median(table[col])) for name, col in
+            (("ack_lag", "softirq_p50_us"), ("reply_lag", "reply_p50_us"), ("reader_wakeup", "wakeup_us"))}
+
+
+# A study's own measurement at its start (for_study): shorter than this module's default (3 x 12 s)
+STUDY_RUNS, STUDY_SECONDS = 3, 6.0
+
+
+def for_study(args, work: Path) -> common.HostLags:
+    """The lags a study gives its own ns-3 runs: --host-lags if given; under --quick the
+    constants; else measured on this host now (STUDY_RUNS runs of STUDY_SECONDS, in `work`,
+    its captures removed after), the constants where that cannot run or gave no value (the
+    returned HostLags says which, and why)."""
+    from magnet.replay import linkem
+    from magnetlib.errors import MagnetError
+    if getattr(args, "host_lags", None) is not None:
+        return args.host_lags
+    if args.quick:
+        return common.HostLags(how="--quick does not measure them")
+    why = linkem.unavailable() or (None if shutil.which("tcpdump") else "no tcpdump")
+    if why:
+        return common.HostLags(how=f"not measured: {why}")
+    where = Path(work) / "host-lags"
+    started = time.monotonic()
+    try:
+        table = measure(where, STUDY_RUNS, STUDY_SECONDS, args.seed, "host lags")
+    except (MagnetError, OSError, ValueError, subprocess.SubprocessError) as e:
+        return common.HostLags(how=f"the measurement failed: {e}")
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    value = values_us(table)
+    runs = table.to_dict("records")
+    if not all(np.isfinite(v) and v >= 0 for v in value.values()):
+        return common.HostLags(how="the measurement gave no value for " + ", ".join(
+            k for k, v in value.items() if not (np.isfinite(v) and v >= 0)), runs=runs)
+    loads = [r["load"].split()[0] for r in runs]
+    how = (f"experiments/reader_wakeup.py, {len(table)} runs of {STUDY_SECONDS:g} s, each lag the median "
+           f"over the runs: ACK lag {_runs(table['softirq_p50_us'])}, reply lag {_runs(table['reply_p50_us'])}, "
+           f"reader wake-up {_runs(table['wakeup_us'])} us; load average {min(loads)}-{max(loads)}; "
+           f"{time.monotonic() - started:.0f} s")
+    return common.HostLags(*(round(1000 * value[k]) for k in ("ack_lag", "reply_lag", "reader_wakeup")),
+                           source="measured", how=how, date=time.strftime("%Y-%m-%d %H:%M"), runs=runs)
+
+
+def _runs(values) -> str:
+    return "/".join(f"{v:.1f}" for v in values)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = common.bench_parser("reader_wakeup", "reader_wakeup", __doc__)
     p.add_argument("--runs", type=int, default=3, help="real-time runs (default 3)")
@@ -173,25 +239,20 @@ def main(argv: list[str] | None = None) -> int:
     args = common.parse(p, argv)
     common.quick(p, args, runs=1, seconds=4.0)
     results = common.Results("reader_wakeup", args)
-    rows = []
     with common.workspace(args, "magnet-reader-wakeup-") as work:
-        for run in common.progress(range(1, args.runs + 1), "runs"):
-            load = common.load()
-            lags, reply = run_linux(work / f"run-{run}", args.seconds, args.seed + run - 1)
-            rows.append({"run": run, **modes(lags), **replies(reply), "load": load})
-    table = pd.DataFrame(rows)
-    value = float(np.median(table["wakeup_us"]))
-    body = [f"The reader's wake-up over {len(table)} run(s): median **{value:.1f} us** "
+        table = measure(work, args.runs, args.seconds, args.seed)
+    value = values_us(table)
+    body = [f"The reader's wake-up over {len(table)} run(s): median **{value['reader_wakeup']:.1f} us** "
             f"(runs {', '.join(f'{v:.1f}' for v in table['wakeup_us'])}); "
             f"experiments/common.py HOST_READER_WAKEUP_NS is {common.HOST_READER_WAKEUP_NS / 1000:g} us.",
             "",
             f"The ACK lag (the softirq's ACKs, p50) over {len(table)} run(s): median "
-            f"**{float(np.median(table['softirq_p50_us'])):.1f} us** "
+            f"**{value['ack_lag']:.1f} us** "
             f"(runs {', '.join(f'{v:.1f}' for v in table['softirq_p50_us'])}); "
             f"experiments/common.py HOST_ACK_LAG_NS is {common.HOST_ACK_LAG_NS / 1000:g} us.",
             "",
             f"The reply lag (a pure ACK in -> the data it releases out, p50) over {len(table)} run(s): "
-            f"median **{float(np.median(table['reply_p50_us'])):.1f} us** "
+            f"median **{value['reply_lag']:.1f} us** "
             f"(runs {', '.join(f'{v:.1f}' for v in table['reply_p50_us'])}); "
             f"experiments/common.py HOST_REPLY_LAG_NS is {common.HOST_REPLY_LAG_NS / 1000:g} us.",
             "", results.table("modes", table), "", args.note]

@@ -1,10 +1,12 @@
 """The reader's wake-up measured from a capture (experiments/reader_wakeup.py): the analysis,
-on a capture written here (the real-time runs need root and linkem)."""
+on a capture written here; a study's measurement at its start (for_study), its runs stood in
+for; and one short real-time run (it needs root and linkem)."""
 from __future__ import annotations
 
 import struct
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from magnet.experiments import reader_wakeup
@@ -75,3 +77,59 @@ def test_reply_lags_from_a_capture(tmp_path):
     row = reader_wakeup.replies(lags)
     assert row["replies"] == 41 and row["reply_p50_us"] == 7.0 and row["reply_p10_us"] == 5.0
     assert reader_wakeup.replies(np.zeros(0))["replies"] == 0
+
+
+def test_a_study_measures_its_host_lags_or_says_why_not(tmp_path, monkeypatch):
+    """for_study: --host-lags as given; --quick the constants; a host without the emulator, a
+    measurement that fails or gives no value, the constants and why; else each lag the median
+    of the runs' (the softirq's ACKs' p50, the reply lag's p50, the wake-up), in ns."""
+    from argparse import Namespace
+
+    from magnet.experiments import common
+    from magnet.replay import linkem
+    args = Namespace(quick=False, host_lags=None, seed=1)
+    given = common.HostLags(1, 2, 3, "given")
+    assert reader_wakeup.for_study(Namespace(quick=True, host_lags=given, seed=1), tmp_path) is given
+    quick = reader_wakeup.for_study(Namespace(quick=True, host_lags=None, seed=1), tmp_path)
+    assert quick.options() == common.HostLags().options() and "--quick" in quick.how
+    monkeypatch.setattr(linkem, "unavailable", lambda: "needs root")
+    assert reader_wakeup.for_study(args, tmp_path).how == "not measured: needs root"
+    monkeypatch.setattr(linkem, "unavailable", lambda: None)
+    monkeypatch.setattr(reader_wakeup.shutil, "which", lambda name: f"/usr/bin/{name}")
+    seen = []
+
+    def measure(work, runs, seconds, seed, desc):
+        seen.append((work, runs, seconds, seed))
+        (work / "run-1").mkdir(parents=True)                  # its captures: removed after
+        return pd.DataFrame({"softirq_p50_us": [9.0, 10.0, 12.0], "reply_p50_us": [7.0, 8.0, 7.5],
+                             "wakeup_us": [17.0, 30.0, 18.5], "load": ["1.0 1 1", "1.5 1 1", "2.0 1 1"]})
+    monkeypatch.setattr(reader_wakeup, "measure", measure)
+    lags = reader_wakeup.for_study(args, tmp_path)
+    assert seen == [(tmp_path / "host-lags", reader_wakeup.STUDY_RUNS, reader_wakeup.STUDY_SECONDS, 1)]
+    assert (lags.ack_lag_ns, lags.reply_lag_ns, lags.reader_wakeup_ns, lags.source) == (10_000, 7_500, 18_500,
+                                                                                        "measured")
+    assert "wake-up 17.0/30.0/18.5 us" in lags.how and len(lags.runs) == 3 and not (tmp_path / "host-lags").exists()
+
+    def fails(*a):
+        raise OSError("tcpdump: no such device")
+    monkeypatch.setattr(reader_wakeup, "measure", fails)
+    lags = reader_wakeup.for_study(args, tmp_path)
+    assert lags.source == "constants" and lags.how == "the measurement failed: tcpdump: no such device"
+    monkeypatch.setattr(reader_wakeup, "measure", lambda *a: pd.DataFrame(
+        {"softirq_p50_us": [9.0], "reply_p50_us": [7.0], "wakeup_us": [np.nan], "load": ["1 1 1"]}))
+    lags = reader_wakeup.for_study(args, tmp_path)
+    assert lags.source == "constants" and lags.how == "the measurement gave no value for reader_wakeup"
+
+
+def test_the_host_lags_measured_over_linkem(tmp_path):
+    """One short real-time run (root, linkem, tcpdump): the three lags the studies measure."""
+    from magnet.replay import linkem
+
+    from .conftest import require, require_tool
+    require(linkem.unavailable() is None, f"linkem: {linkem.unavailable()}")
+    require_tool("tcpdump")
+    table = reader_wakeup.measure(tmp_path, 1, 4.0, 1)
+    value = reader_wakeup.values_us(table)
+    assert table["acks"].item() > 1000 and table["replies"].item() > 1000, table.to_dict("records")
+    assert 1 < value["ack_lag"] <= reader_wakeup.SOFTIRQ_MAX_US and 1 < value["reply_lag"] < 100, value
+    assert 0 < value["reader_wakeup"] < reader_wakeup.READER_MAX_US, value
