@@ -6,7 +6,7 @@ the cross traffic both engines put on the bottleneck, compared on its own.
     magnet experiment agreement [--quick] [--out DIR] [--runs N] [--settings base,...]
                                 [--workloads paper,...] [--stacks 4] [--tcp-model linux|ns3]
                                 [--skip-map] [--skip-cross] [--cross-duration 30]
-                                [--update PREVIOUS_OUT]
+                                [--update PREVIOUS_OUT] [--host-lags ACK,REPLY,WAKEUP|constants]
     magnet experiment agreement --suite FIDELITY_WORK [--suite FIDELITY_WORK ...] [--out DIR]
 
 The map: each (setting, workload) runs --runs times in each engine, interleaved (run r of
@@ -21,6 +21,12 @@ vsftpd's demand is captured live once per study and replayed by both engines in 
 setting and run: the study keeps it, for each (setting, run) it replayed in, as
 vsftpd-demand-SETTING-runR.csv (times and sizes, the demand format), so that
 experiments/agreement_ns3.py replays what Linux replayed.
+
+ns-3's Linux profile gets this host's lags (its ACK lag, reply lag and reader wake-up),
+measured at the study's start (experiments/reader_wakeup.py for_study: 3 runs of 6 s over
+linkem) unless --host-lags gives them; --quick, and a host where they cannot be measured,
+give experiments/common.py's constants.  The study records them in host-lags.json, and
+experiments/agreement_ns3.py's re-runs against its Linux runs take them from there.
 
 The cross traffic (pareto:50%, the same held over every 10 s, poisson:30%, tcp:4 on the
 base path, --cross-duration seconds, a probe of 100 B a second as the replay): its share of
@@ -41,7 +47,8 @@ cell is then the medians of its runs, with each engine's own spread beside.
 
 Results in --out (default ./magnet-results/agreement): runs.csv (every stack of every
 run), cells.csv (one row per setting, workload and stack), vsftpd-demand-*.csv, cross.csv,
-heatmap.png, cross.png and README.md (the targets, each remaining difference and its mechanism).
+heatmap.png, cross.png, host-lags.json (the lags ns-3 ran with) and README.md (the targets,
+each remaining difference and its mechanism).
 """
 from __future__ import annotations
 
@@ -105,7 +112,9 @@ def options(argv):
                         "directory (runs nothing; results in OUT/suite); again for more studies: each "
                         "cell's medians over them")
     common.add_tcp_model(p)
+    common.add_host_lags(p)
     args = common.parse(p, argv)
+    args.lags = None                     # the host's lags ns-3 runs with (main: before any run)
     names = [s.name for s in modmap.SETTINGS]
     args.settings = common.choices(p, "--settings", args.settings
                                   or ",".join(modmap.QUICK_SETTINGS if args.quick else names), names)
@@ -135,7 +144,7 @@ def run_map(args, work: Path, live: Demand | None) -> tuple[pd.DataFrame | None,
         try:
             demand = modmap.demand_of(workload, args.duration, seed, live)
             outcome = engines.run(engine, demand, modmap.scenario_of(setting, args.stacks, seed), where,
-                                  **common.engine_options(engine, args.tcp_model))
+                                  **common.engine_options(engine, args.tcp_model, args.lags))
         except (MagnetError, OSError, ValueError) as e:
             failed.append(f"{name}: {e}")
             common.progress_note(f"agreement: {name} failed: {e}")
@@ -340,7 +349,7 @@ def ns3_cross(kind: str, args, where: Path) -> dict:
     """The cross traffic of `kind` in ns-3, with a 100 B/s probe as the replay."""
     scenario = cross_scenario(kind, args.seed)
     engines.run("ns-3", probe_demand(args.cross_duration), scenario, where,
-                **common.engine_options("ns-3", args.tcp_model), link_log=True)
+                **common.engine_options("ns-3", args.tcp_model, args.lags), link_log=True)
     stack = json.loads((where / "summary.json").read_text())["stacks"][0]
     log = linklog.read_file(where / "stack-1.linklog")
     spec = scenario.cross[0]
@@ -557,6 +566,8 @@ def write_results(args, runs: pd.DataFrame | None, cross: pd.DataFrame | None, s
     if demands:
         body.append(f"vsftpd's captured demand, as both engines replayed it, is kept for each of its "
                     f"{len(demands)} (setting, run) as vsftpd-demand-SETTING-runR.csv.\n")
+    if args.lags is not None:
+        args.lags.write(results.path(common.LAGS_FILE))
     if runs is not None:
         runs.to_csv(results.path("runs.csv"), index=False)
         table = cells(runs)
@@ -580,7 +591,7 @@ def intro(args, skipped: dict, failed: list[str], load: list[float], minutes: fl
         f"ns-3 {'with the Linux profile (`--tcp-model linux`)' if args.tcp_model == 'linux' else 'with its own TCP (`--tcp-model ns3`)'} "
         f"against Linux's TCP over linkem, {args.runs} run(s) of each cell in each engine, interleaved, "
         f"chains of {args.stacks} stacks offline, {args.duration:g} s of each synthetic demand. "
-        f"{common.wakeup_note(args.tcp_model)}"
+        f"{common.wakeup_note(args.tcp_model, args.lags)}{previous_lags(args)}"
         "A cell is a (setting, workload, stack); its difference is ns-3's median over Linux's, in %; "
         "Linux's spread is (max - min) / median over its runs"
         f"{' (unmeasured with one run: –)' if args.runs < 2 else ''}. The study took "
@@ -590,6 +601,19 @@ def intro(args, skipped: dict, failed: list[str], load: list[float], minutes: fl
     lines += [""] + [f"**Skipped:** {what}: {why}." for what, why in skipped.items()] if skipped else []
     lines += [""] + [f"**Failed:** {f}" for f in failed] if failed else []
     return "\n".join(lines) + "\n"
+
+
+def previous_lags(args) -> str:
+    """With --update: the lags the cells kept from PREVIOUS_OUT ran ns-3 with."""
+    if not args.update or args.tcp_model != "linux" or args.skip_map:
+        return ""
+    try:
+        lags = common.HostLags.recorded(args.update)
+    except common.StudyError as e:
+        return f"The cells kept from `{args.update}` ran ns-3 with lags it did not record readably ({e}). "
+    return (f"The cells kept from `{args.update}` ran ns-3 with an ACK lag of {lags.ack_lag_ns / 1000:g} us, "
+            f"a reply lag of {lags.reply_lag_ns / 1000:g} us and a reader wake-up of "
+            f"{lags.reader_wakeup_ns / 1000:g} us: {lags.provenance()}. ")
 
 
 def map_section(table: pd.DataFrame) -> str:
@@ -652,6 +676,10 @@ def main(argv: list[str] | None = None) -> int:
     runs = cross = live = fresh = None
     failed: list[str] = []
     try:
+        if args.tcp_model == "linux":
+            from . import reader_wakeup
+            args.lags = reader_wakeup.for_study(args, work)
+            common.progress_note(f"agreement: ns-3's host lags: {args.lags}")
         if not args.skip_map:
             earlier = previous_runs(args) if args.update else None
             if "vsftpd" in args.workloads:

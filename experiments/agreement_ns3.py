@@ -25,6 +25,10 @@ run replays the demand the study kept beside runs.csv for that (setting, run)
 (vsftpd-demand-SETTING-runR.csv: what Linux replayed), and the stand-in above only where
 the study kept none (results made before it kept them); the output says which.  While the
 --quiet-file exists, it waits between runs.
+
+ns-3's Linux profile gets the host lags the study recorded beside the Linux runs it is scored
+against (host-lags.json in --against, and in --against/spread for --spread: the lags of the
+host those Linux runs ran on), else experiments/common.py's constants; the README says which.
 """
 from __future__ import annotations
 
@@ -80,6 +84,14 @@ def options(argv):
     missing = [str(f) for f in linux if not f.is_file()]
     if missing:
         p.error(f"--against {args.against}: no {', '.join(missing)}")
+    args.lags = args.spread_lags = None
+    if args.tcp_model == "linux":
+        try:
+            args.lags = common.HostLags.recorded(args.against)
+            if args.map and args.spread:
+                args.spread_lags = common.HostLags.recorded(args.against / "spread")
+        except common.StudyError as e:
+            p.error(str(e))
     return args
 
 
@@ -101,7 +113,8 @@ def run_cells(args, work: Path, lead_s: float = CROSS_LEAD_NS / 1e9, stacks: int
         for seed in range(1, (args.runs if workload == "variable" else 1) + 1):
             demand = vsftpd_standin() if workload == "vsftpd" else modmap.demand_of(workload, 15.0, seed, None)
             out = engines.run("ns-3", demand, modmap.scenario_of(setting, stacks, seed),
-                              work / f"{workload}-{seed}-{lead_s}", **common.engine_options("ns-3", args.tcp_model),
+                              work / f"{workload}-{seed}-{lead_s}",
+                              **common.engine_options("ns-3", args.tcp_model, args.lags),
                               cross_lead_ns=int(lead_s * 1e9))
             rows = modmap.rows_of(out, {"workload": workload, "seed": seed, "lead_s": lead_s})
             frames.append(rows[rows["stack"] >= 1])
@@ -159,7 +172,8 @@ def chains(args, work: Path):
         for k, lead in enumerate(leads, 1):
             where = work / f"chain-{c}-{k}"
             out = engines.run("ns-3", demand, modmap.scenario_of(setting, 1, args.seed), where,
-                              **common.engine_options("ns-3", args.tcp_model), cross_lead_ns=int(lead * 1e9))
+                              **common.engine_options("ns-3", args.tcp_model, args.lags),
+                              cross_lead_ns=int(lead * 1e9))
             row = modmap.rows_of(out, {})
             rows.append({"chain": c, "stack": k, "lead_s": lead,
                          "throughput_bps": float(row[row["stack"] == 1]["throughput_bps"].iloc[0])})
@@ -169,6 +183,7 @@ def chains(args, work: Path):
 
 
 # ------------------------------------------------------------ the whole map ---
+RUN_KEYS = ["setting", "workload", "seed", "demand", "lags"]    # what makes one ns-3 run of the map
 STANDIN = "vsftpd (ns-3: stand-in)"     # the heat map's label of the stand-in's rows
 STANDIN_DEMAND = "stand-in"             # the demand column of a vsftpd run the study kept no demand for
 SYNTHETIC = "synthetic"                 # ... of the paper's and the variable demand (the study's own code)
@@ -185,7 +200,18 @@ def linux_runs(args, study: str):
                 & runs["workload"].isin(args.workloads)]
     within = where.relative_to(args.against)
     return runs.assign(study=study, demand=[kept_demand(args.against, within, w, s, r) for w, s, r
-                                            in zip(runs["workload"], runs["setting"], runs["run"])])
+                                            in zip(runs["workload"], runs["setting"], runs["run"])],
+                       lags=lags_key(study_lags(args, study)))
+
+
+def study_lags(args, study: str):
+    """The host lags ns-3 re-runs with against one Linux study ("map" or "spread"): its record's."""
+    return args.spread_lags if study == "spread" and args.spread_lags is not None else args.lags
+
+
+def lags_key(lags) -> str:
+    """The lags column of the runs: ACK,REPLY,WAKEUP in ns (empty with ns-3's own TCP)."""
+    return "" if lags is None else f"{lags.ack_lag_ns},{lags.reply_lag_ns},{lags.reader_wakeup_ns}"
 
 
 def kept_demand(against: Path, within: Path, workload: str, setting: str, run: int) -> str:
@@ -203,37 +229,48 @@ def demand_for(args, workload: str, seed: int, demand: str):
     return vsftpd_standin() if demand == STANDIN_DEMAND else read_demand(args.against / demand)
 
 
+def lags_note(args) -> str:
+    """The README's sentence on the host lags ns-3 ran with: the map's study's, and the spread
+    study's where it recorded others."""
+    note = common.wakeup_note(args.tcp_model, args.lags)
+    if args.spread_lags is not None and lags_key(args.spread_lags) != lags_key(args.lags):
+        note += "Against spread/runs.csv: " + common.wakeup_note(args.tcp_model, args.spread_lags)
+    return note
+
+
 def wait_while_quiet(args) -> None:
     while args.quiet_file and args.quiet_file.exists():
         time.sleep(10)
 
 
 def rerun_map(args, work: Path, linux):
-    """ns-3's chain for every (setting, workload, seed, demand) the Linux rows hold, each once,
-    through as many stacks as they have."""
+    """ns-3's chain for every (setting, workload, seed, demand, host lags) the Linux rows hold,
+    each once, through as many stacks as they have."""
     import pandas as pd
     from magnet.replay import engines
     settings = {s.name: s for s in modmap.SETTINGS}
-    todo = linux[["setting", "workload", "seed", "demand"]].drop_duplicates().values.tolist()
+    todo = linux[RUN_KEYS].drop_duplicates().values.tolist()
+    lags = {lags_key(study_lags(args, study)): study_lags(args, study) for study in set(linux["study"])}
     stacks = int(linux["stack"].max())
     frames = []
-    for i, (name, workload, seed, kept) in enumerate(common.progress(todo, "agreement_ns3 map")):
+    for i, (name, workload, seed, kept, key) in enumerate(common.progress(todo, "agreement_ns3 map")):
         wait_while_quiet(args)
         setting = settings[name]
         where = work / f"map-{i}-{name.replace('/', '_')}-{workload}-{seed}"
         out = engines.run("ns-3", demand_for(args, workload, int(seed), kept), modmap.scenario_of(setting, stacks, int(seed)),
-                          where, **common.engine_options("ns-3", args.tcp_model))
+                          where, **common.engine_options("ns-3", args.tcp_model, lags[key]))
         frames.append(modmap.rows_of(out, {"engine": "ns-3", "workload": workload, "setting": name,
-                                           "factor": setting.factor, "seed": int(seed), "demand": kept}))
+                                           "factor": setting.factor, "seed": int(seed), "demand": kept,
+                                           "lags": key}))
     return pd.concat(frames, ignore_index=True)
 
 
 def score(ns3, linux):
     """agreement.cells over ns-3's re-run rows and the committed Linux rows of one study
-    (ns-3's run r is the one with Linux's run r's seed and demand)."""
+    (ns-3's run r is the one with Linux's run r's seed, demand and host lags)."""
     import pandas as pd
-    runs = linux[["setting", "workload", "seed", "demand", "run"]].drop_duplicates()
-    ns3 = ns3.merge(runs, on=["setting", "workload", "seed", "demand"])
+    runs = linux[[*RUN_KEYS, "run"]].drop_duplicates()
+    ns3 = ns3.merge(runs, on=RUN_KEYS)
     return agreement.cells(pd.concat([ns3, linux.drop(columns="study")], ignore_index=True))
 
 
@@ -328,7 +365,7 @@ def main_map(args) -> int:
             f"replayed, and where it kept none (a study made before it kept them) a stand-in ({VSFTPD_WRITES} "
             f"writes of {VSFTPD_BYTES // VSFTPD_WRITES:,} B, {VSFTPD_GAP_NS / 1e6:g} ms apart) against Linux on "
             f"the real server. {vsftpd_note(linux)}. Each score is given with and without vsftpd. "
-            f"{common.wakeup_note(args.tcp_model)}", "",
+            f"{lags_note(args)}", "",
             map_body(args, results, ns3, linux)]
     print(results.write("The ns-3 side of the whole map against committed Linux runs", "\n".join(body)))
     return 0
@@ -346,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         chained = chains(args, work)
     agree = sum(all(abs(r[f"{m}_pct"]) <= 10 for m in METRICS) for _, r in cells.iterrows())
     body = [f"ns-3 ({args.tcp_model} profile) on {SETTING}, against the Linux runs in {args.against} "
-            f"(Linux not re-run). {common.wakeup_note(args.tcp_model)}", "", "## The four bulk flows alone", "",
+            f"(Linux not re-run). {common.wakeup_note(args.tcp_model, args.lags)}", "",
+            "## The four bulk flows alone", "",
             results.table("cross", cross), "", "## The cells (ns-3 vs Linux, %)", "",
             f"{agree} of {len(cells)} within 10 % on all four metrics (seed 1 against Linux's run 1); "
             "*_median_pct: ns-3's median over seeds against Linux's median over spread/'s runs.", "",

@@ -19,6 +19,9 @@ from magnetlib.demand import read_demand
 from .conftest import require, run_magnet
 
 
+LAGS = "9.9us,7.3us,17us"          # the study's host lags (base_study): ACK, reply, wake-up
+
+
 def require_engine(name: str) -> None:
     why = engines.unavailable(name)
     require(why is None, f"{name}: {why}")
@@ -105,15 +108,18 @@ def base_study(tmp_path_factory):
     paper's workload (2 stacks, 4 s) and, where vsftpd is installed, vsftpd's (a 1 MB file),
     each run once in both engines, and the cross-traffic study, 2 s a kind: the tests check
     that every kind ran in both engines and was written, which any length shows (the shares
-    over 10 s are test_cross_traffic_share_matches_its_setting_in_both_engines').  (The
-    study's output, the vsftpd workload's reason to be left out or None.)"""
+    over 10 s are test_cross_traffic_share_matches_its_setting_in_both_engines').  The host
+    lags are given (LAGS, not the constants: measuring them takes 30 s), so that a re-run
+    that gives ns-3 the same rows took them from the study's record.  (The study's output,
+    the vsftpd workload's reason to be left out or None.)"""
     require_engine("ns-3")
     require_engine("tcp")
     why = ftp_server.unavailable()
     out = tmp_path_factory.mktemp("agreement") / "study"
     proc = run_magnet("experiment", "agreement", "--out", out, "--settings", "base",
                       "--workloads", "paper" if why else "paper,vsftpd", "--file-size", "1MB",
-                      "--stacks", "2", "--duration", "4", "--runs", "1", "--cross-duration", "2")
+                      "--stacks", "2", "--duration", "4", "--runs", "1", "--cross-duration", "2",
+                      "--host-lags", LAGS)
     assert proc.returncode == 0, proc.stderr_text
     return out, why
 
@@ -131,6 +137,11 @@ def test_agreement_study_writes_its_cells_and_cross_table(base_study):
     assert set(cross["kind"]) == set(agreement.CROSS_KINDS)
     readme = (out / "README.md").read_text()
     assert "cells" in readme and "Cross traffic in both engines" in readme
+    lags = json.loads((out / "host-lags.json").read_text())       # what ns-3 ran with, recorded
+    assert (lags["ack_lag_ns"], lags["reply_lag_ns"], lags["reader_wakeup_ns"], lags["source"]) == (
+        9900, 7300, 17000, "given")
+    assert "read 17 us after" in readme and "a pure ACK 7.3 us after" in readme
+    assert f"given to the study (`--host-lags {LAGS}`)" in readme
 
 
 def test_cells_compare_medians_and_show_linuxs_spread():
@@ -202,7 +213,34 @@ def test_map_replays_the_vsftpd_demand_the_study_kept(base_study, tmp_path):
     assert row["demand"] == kept.name and "1 of 1 runs replay the demand the study kept" in readme
     for col in agreement_ns3.METRICS.values():
         assert row[col] == pytest.approx(study[col], rel=1e-12), col
+    assert "read 17 us after" in readme and "as the study in" in readme      # its lags, as recorded
     kept.unlink()                                   # a study made before demands were kept
     standin, readme = rerun("standin")
     assert standin["demand"] == agreement_ns3.STANDIN_DEMAND and "the stand-in (no kept demand: base run 1)" in readme
     assert standin["mean_gap_s"] != pytest.approx(row["mean_gap_s"], rel=1e-3)
+
+
+def test_map_reruns_ns3_with_the_lags_the_study_recorded(base_study, tmp_path):
+    """agreement_ns3 --map gives ns-3 the host lags the study recorded beside its Linux runs
+    (host-lags.json): it replays the study's own ns-3 rows exactly; a study that recorded none
+    gets the constants, and the README says which."""
+    shared, _ = base_study
+    out = tmp_path / "study"
+    shutil.copytree(shared, out)
+    study = pd.read_csv(out / "runs.csv")
+    study = study[(study["engine"] == "ns-3") & (study["workload"] == "paper")].set_index("stack")
+
+    def rerun(name):
+        assert agreement_ns3.main(["--map", "--settings", "base", "--workloads", "paper", "--against", str(out),
+                                   "--out", str(tmp_path / name)]) == 0
+        ns3 = pd.read_csv(tmp_path / name / "map-runs.csv").set_index("stack")
+        return ns3, (tmp_path / name / "README.md").read_text()
+    ns3, readme = rerun("recorded")
+    assert set(ns3["lags"]) == {"9900,7300,17000"}
+    for col in agreement_ns3.METRICS.values():
+        assert ns3.loc[[1, 2], col].tolist() == pytest.approx(study.loc[[1, 2], col].tolist(), rel=1e-12), col
+    assert "read 17 us after" in readme and f"as the study in `{out}` recorded them" in readme
+    (out / "host-lags.json").unlink()                 # a study made before studies recorded them
+    ns3, readme = rerun("none")
+    assert set(ns3["lags"]) == {"10245,7812,29184"}
+    assert "read 29.184 us after" in readme and f"the study in `{out}` recorded none" in readme

@@ -1,6 +1,7 @@
 """The ns-3 side of cross=tcp:4 against a committed agreement study (experiments/agreement_ns3.py)."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,63 @@ def test_studies_give_ns3s_linux_profile_the_hosts_lags():
                                                       "reply_lag_ns": common.HOST_REPLY_LAG_NS}
     assert common.engine_options("ns-3", "ns3") == {"tcp_model": "ns3"}
     assert common.engine_options("tcp", "linux") == {}
+    measured = common.HostLags(9_900, 7_300, 17_000, "measured")             # a study's own
+    assert common.engine_options("ns-3", "linux", measured) == {"tcp_model": "linux", "reader_wakeup_ns": 17_000,
+                                                                "ack_lag_ns": 9_900, "reply_lag_ns": 7_300}
+    assert common.engine_options("ns-3", "ns3", measured) == {"tcp_model": "ns3"}
+    assert common.engine_options("tcp", "linux", measured) == {}
+
+
+def test_host_lags_are_given_recorded_and_read_back(tmp_path):
+    """--host-lags ACK,REPLY,WAKEUP (ns, or with a unit) or `constants`; a study's record
+    (host-lags.json) reads back as written, and names the study it came from; no record is
+    the constants, saying so; a record that cannot be read is a StudyError."""
+    given = common.host_lags_arg("9900,7.3us,0.017ms")
+    assert (given.ack_lag_ns, given.reply_lag_ns, given.reader_wakeup_ns, given.source) == (9900, 7300, 17000, "given")
+    assert given.argv() == ["--reader-wakeup", "17000ns", "--ack-lag", "9900ns", "--reply-lag", "7300ns"]
+    constants = common.host_lags_arg("constants")
+    assert constants.options() == common.HostLags().options() == {
+        "reader_wakeup_ns": common.HOST_READER_WAKEUP_NS, "ack_lag_ns": common.HOST_ACK_LAG_NS,
+        "reply_lag_ns": common.HOST_REPLY_LAG_NS}
+    for bad in ("1,2", "1,2,x", "1,2,-3us"):
+        with pytest.raises(ValueError):
+            common.host_lags_arg(bad)
+    measured = common.HostLags(9_885, 7_331, 16_925, "measured", how="3 runs of 6 s", runs=[{"run": 1}])
+    measured.write(tmp_path / common.LAGS_FILE)
+    back = common.HostLags.read(tmp_path)
+    assert back == common.HostLags(9_885, 7_331, 16_925, "measured", how="3 runs of 6 s", runs=[{"run": 1}],
+                                   read_from=str(tmp_path))
+    assert common.HostLags.recorded(tmp_path) == back
+    assert f"as the study in `{tmp_path}` recorded them" in back.provenance()
+    assert "measured on Linux over linkem at the study's start (3 runs of 6 s)" in back.provenance()
+    none = common.HostLags.recorded(tmp_path / "older")
+    assert none.options() == constants.options() and "recorded none" in none.provenance()
+    assert common.HostLags.read(tmp_path / "older") is None
+    (tmp_path / common.LAGS_FILE).write_text('{"ack_lag_ns": "fast"}')
+    with pytest.raises(common.StudyError, match="host-lags.json"):
+        common.HostLags.read(tmp_path)
+
+
+def test_map_takes_each_linux_studys_recorded_lags(tmp_path):
+    """--map --spread: ns-3's runs against runs.csv get the lags --against recorded, those
+    against spread/runs.csv the lags spread/ recorded; the README names both; a study without
+    a record gets the constants."""
+    against = tmp_path / "study"
+    (against / "spread").mkdir(parents=True)
+    shutil.copyfile(COMMITTED / "runs.csv", against / "runs.csv")
+    shutil.copyfile(COMMITTED / "spread" / "runs.csv", against / "spread" / "runs.csv")
+    argv = ["--map", "--spread", "--settings", "wan", "--workloads", "paper", "--against", str(against)]
+    args = agreement_ns3.options(argv)
+    assert args.lags.options() == args.spread_lags.options() == common.HostLags().options()
+    assert "recorded none" in agreement_ns3.lags_note(args)
+    common.HostLags(9_900, 7_300, 17_000, "measured").write(against / common.LAGS_FILE)
+    common.HostLags(10_100, 7_500, 21_000, "measured").write(against / "spread" / common.LAGS_FILE)
+    args = agreement_ns3.options(argv)
+    linux = pd.concat([agreement_ns3.linux_runs(args, "map"), agreement_ns3.linux_runs(args, "spread")])
+    assert dict(zip(linux["study"], linux["lags"])) == {"map": "9900,7300,17000", "spread": "10100,7500,21000"}
+    note = agreement_ns3.lags_note(args)
+    assert "read 17 us after" in note and "Against spread/runs.csv" in note and "read 21 us after" in note
+    assert agreement_ns3.options([*argv, "--tcp-model", "ns3"]).lags is None
 
 
 def test_combined_takes_the_medians_where_the_spread_study_has_them():
