@@ -14,7 +14,9 @@ bytes; beside them, the real application's run-to-run spread over its truth runs
 study replays each demand once per engine; with several studies (each captured its own
 source) a cell's values are the medians of its runs, with each engine's own spread.  A
 failed run (its status in runs.csv, or traces that cannot be read) is shown as failed;
-a cell is failed for an engine when none of its runs could be measured.
+a cell is failed for an engine when none of its runs could be measured.  The README names
+the host lags each study recorded (host-lags.json in its --work: measured at its start,
+given, or the constants) beside the options its ns-3 replays' logs record.
 """
 from __future__ import annotations
 
@@ -146,7 +148,8 @@ def heatmap(table: pd.DataFrame):
 
 
 # ------------------------------------------------------------------ README ---
-def section(table: pd.DataFrame, works: list[Path], ns3_options: str, image: str = "heatmap.png") -> str:
+def section(table: pd.DataFrame, works: list[Path], ns3_options: str, image: str = "heatmap.png",
+            lags: dict | None = None) -> str:
     """The README's section "The suite's applications": what was compared, the count, the
     table, the heat map and the failed runs."""
     h = headline(table)
@@ -170,7 +173,7 @@ def section(table: pd.DataFrame, works: list[Path], ns3_options: str, image: str
            "Linux), its values are the medians of its runs and *replay spread* is each engine's own "
            "((max - min) / median, of the cell's worst metric): ns-3 is deterministic, so its spread is the "
            "sources' and the cross traffic's phase against them. *app spread* is the real application's over "
-           "its truth runs, a scale for the differences.", "",
+           "its truth runs, a scale for the differences.", "", *lags_lines(lags or {}),
            f"**{h['agree']} of {h['cells']} (application, path) cells agree within {TARGET_PCT:g} %** on "
            f"size, gap, throughput and RTT together; {h['failed']} cell(s) have a failed run and are not "
            f"measured. Of the {h['measured']} measured, within {TARGET_PCT:g} % by metric: {within}. "
@@ -193,6 +196,23 @@ def section(table: pd.DataFrame, works: list[Path], ns3_options: str, image: str
     if len(failed):
         out += ["Failed runs:", ""] + [f"* {r.app} on {r.path}: {r.status}" for r in failed.itertuples()] + [""]
     return "\n".join(out)
+
+
+def lags_lines(lags: dict) -> list[str]:
+    """Per study: the host lags it recorded (its ns-3 replays ran with them; a --rerun too), or
+    that it recorded none (its replays ran with the options above, the constants of its day)."""
+    def line(work, l):
+        if l is None:
+            return (f"`{work}` recorded no host lags (made before studies measured them): its ns-3 replays "
+                    "ran with the options above, experiments/common.py's constants")
+        return (f"`{work}`: ACK lag {l.ack_lag_ns / 1000:g} us, reply lag {l.reply_lag_ns / 1000:g} us, reader "
+                f"wake-up {l.reader_wakeup_ns / 1000:g} us, {l.source}"
+                + (f" ({l.how})" if l.how else ""))
+    if not lags:
+        return []
+    return ["The host lags ns-3's Linux profile ran with, as each study recorded them (host-lags.json in its "
+            "--work; a --rerun replays with the same): " + "; ".join(line(w, l) for w, l in lags.items()) + ".",
+            ""]
 
 
 def _pct(v: float) -> str:
@@ -228,11 +248,15 @@ def main(args) -> int:
             common.gate(False, f"{work / 'runs.csv'}: no demand-tcp or demand-ns3 run to compare")
         runs += found
     table = cells(runs)
+    try:
+        lags = {work: common.HostLags.read(work) for work in works}
+    except MagnetError as e:
+        common.gate(False, str(e))
     mine = argparse.Namespace(suite=works, out=Path(args.out) / "suite", argv=args.argv, prog=args.prog)
     results = common.Results("agreement", mine)
     table.to_csv(results.path("suite.csv"), index=False)
     results.figure(heatmap(table), "heatmap")
-    body = section(table, works, fidelity.ns3_options(runs))
+    body = section(table, works, fidelity.ns3_options(runs), lags=lags)
     path = results.write("Does the simulator agree with the kernel? The suite's applications", body)
     h = headline(table)
     print(f"agreement: {h['agree']} of {h['cells']} suite cells agree within {TARGET_PCT:g} % "

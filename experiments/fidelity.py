@@ -39,6 +39,13 @@ ns-3 predictors replayed again by this checkout's ns-3 from the demands its sour
 kept (--rerun NAME,...: their runs and rows of runs.csv replaced, the rest kept, then
 measured as usual), so that a change to the simulator is judged without the hour of
 real-time runs.  Real-TCP predictors are real-time runs: --rerun refuses them.
+
+ns-3's Linux profile gets this host's lags (ACK lag, reply lag, reader wake-up), measured
+at the study's start before its real-time runs (experiments/reader_wakeup.py for_study: 3
+runs of 6 s over linkem) unless --host-lags gives them; --quick, and a host where they
+cannot be measured, give experiments/common.py's constants.  The study records them in
+--work and --out as host-lags.json; --rerun replays with the lags the study recorded (the
+constants for a study that recorded none), and the README says which.
 """
 from __future__ import annotations
 
@@ -189,18 +196,20 @@ def run_app(run: Run, recipe, commands, site: Site, pcap: bool = False) -> None:
     run.status = "ok"
 
 
-def replay_options(engine: str) -> list[str]:
+def replay_options(engine: str, lags: common.HostLags | None = None) -> list[str]:
     """Engine options the study sets: ns-3's Linux TCP profile where it has one (the
-    truth is Linux's TCP), with this host's lags (common.HOST_READER_WAKEUP_NS, HOST_ACK_LAG_NS,
-    HOST_REPLY_LAG_NS) where this magnet has the options."""
+    truth is Linux's TCP), with this host's lags (`lags`, the study's; else the constants
+    common.HOST_READER_WAKEUP_NS, HOST_ACK_LAG_NS, HOST_REPLY_LAG_NS) where this magnet has
+    the options."""
     if engine != "ns3":
         return []
     text = subprocess.run([*magnet_command(), "replay", "ns3", "--help"], capture_output=True, text=True).stdout
     options = ["--tcp-model", "linux"] if "--tcp-model" in text else []
+    given = (lags or common.HostLags()).argv()
     if "--reader-wakeup" in text:
-        options += ["--reader-wakeup", f"{common.HOST_READER_WAKEUP_NS}ns"]
+        options += given[0:2]
     if "--ack-lag" in text and "--reply-lag" in text:
-        options += ["--ack-lag", f"{common.HOST_ACK_LAG_NS}ns", "--reply-lag", f"{common.HOST_REPLY_LAG_NS}ns"]
+        options += given[2:6]
     return options
 
 
@@ -312,7 +321,10 @@ def options(argv):
     p.add_argument("--rerun", metavar="NAME,...",
                    help="replay only these ns-3 predictors (e.g. demand-ns3) again from the sources kept in "
                         "--work, replacing their runs and rows of runs.csv, then measure every kept run")
+    common.add_host_lags(p)
     args = common.parse(p, argv)
+    if args.host_lags is not None and (args.reanalyse or args.rerun is not None):
+        p.error("--host-lags: a study's own runs only (--rerun takes the lags the study in --work recorded)")
     if args.reanalyse and not args.work:
         p.error("--reanalyse: give the --work directory of the run to measure again")
     if args.rerun is not None:
@@ -356,11 +368,12 @@ def plan(args, work: Path) -> tuple[list[Run], list[Run]]:
 
 
 # --------------------------------------------------------------- execute ---
-def execute(args, work: Path) -> list[Run]:
-    """Every run of the plan; a run that cannot happen says why in its status."""
+def execute(args, work: Path, lags: common.HostLags | None = None) -> list[Run]:
+    """Every run of the plan, ns-3's with the host's `lags`; a run that cannot happen says
+    why in its status."""
     realtime, ns3 = plan(args, work)
     engines_down = {e: why for e in ("tcp", "ns3") if (why := replay_unavailable(e))}
-    extra = {e: replay_options(e) for e in ("tcp", "ns3") if e not in engines_down}
+    extra = {e: replay_options(e, lags) for e in ("tcp", "ns3") if e not in engines_down}
     sources = {r.app: r for r in realtime if r.kind == "source"}
     demands: dict[str, dict[str, Path]] = {}
     commands: dict = {}
@@ -432,16 +445,16 @@ def kept(args, work: Path) -> list[Run]:
     return runs
 
 
-def rerun(args, work: Path) -> list[Run]:
+def rerun(args, work: Path, lags: common.HostLags | None = None) -> list[Run]:
     """--rerun: the kept runs, those of the named ns-3 predictors replayed again (--jobs at
-    once, each into an emptied directory) from their sources' kept demands; runs.csv's rows
-    of those runs replaced, every other row as it was."""
+    once, each into an emptied directory, with the host's `lags`) from their sources' kept
+    demands; runs.csv's rows of those runs replaced, every other row as it was."""
     runs = kept(args, work)
     again = [r for r in runs if r.kind in args.rerun]
     if not again:
         raise common.StudyError(str(work / "runs.csv"), f"no {', '.join(args.rerun)} runs of "
                                 f"{', '.join(args.apps)} on {', '.join(args.paths)} to re-run")
-    extra = {"ns3": replay_options("ns3")}
+    extra = {"ns3": replay_options("ns3", lags)}
     sources = {r.app: r for r in runs if r.kind == "source"}
     bar = common.progress(total=len(again), desc="fidelity --rerun")
 
@@ -602,12 +615,24 @@ def main(argv: list[str] | None = None) -> int:
     why = replay_unavailable("ns3") if args.rerun else unavailable(args.apps)
     common.gate(why is None, why or "")
     started = time.monotonic()
-    context = {"load": load(), "others": others()}
+    context = {"load": load(), "others": others(), "lags": None}
     if args.reanalyse or args.rerun:
         study_runs(args.work)                    # a study's, before anything is made in it
+        try:                                     # the lags its ns-3 runs had (--rerun: will have)
+            context["lags"] = common.HostLags.recorded(args.work) if args.rerun else \
+                common.HostLags.read(args.work)
+        except common.StudyError as e:
+            common.gate(False, str(e))
+    fresh_ns3 = not (args.reanalyse or args.rerun) and any(PREDICTORS[p].engine == "ns3" for p in args.predictors)
     try:
         with signals.honoured(), common.workspace(args, "magnet-fidelity-") as work:
-            runs = kept(args, work) if args.reanalyse else rerun(args, work) if args.rerun else execute(args, work)
+            if fresh_ns3:                        # the host's lags, before the real-time runs
+                from . import reader_wakeup
+                context["lags"] = reader_wakeup.for_study(args, work)
+                context["lags"].write(work / common.LAGS_FILE)
+                common.progress_note(f"fidelity: ns-3's host lags: {context['lags']}")
+            runs = kept(args, work) if args.reanalyse else rerun(args, work, context["lags"]) if args.rerun \
+                else execute(args, work, context["lags"])
             rows, profiles = measure(runs)
             context["facts"] = facts(runs, profiles)
             minutes = (time.monotonic() - started) / 60

@@ -199,6 +199,8 @@ def write(args, runs, rows: pd.DataFrame, profiles: dict, minutes: float, contex
     rows = fidelity_frame(rows)
     rows.to_csv(results.path("fidelity.csv"), index=False)
     study.runs_frame(runs).to_csv(results.path("runs.csv"), index=False)
+    if context.get("lags") is not None:
+        context["lags"].write(results.path(common.LAGS_FILE))
     predictors = ran(args, runs)
     summary = summarise(rows, predictors)
     summary.to_csv(results.path("summary.csv"), index=False)
@@ -250,7 +252,7 @@ def intro(args, runs, minutes: float, context: dict) -> str:
         "magnetlib.app_metrics (segments are those the receiving device got; completion from a "
         "connection's first byte written to its last byte read; connections matched in order of first "
         "write).", "",
-        f"ns-3 replays: `magnet replay ns3 {ns3 or '(its defaults)'}`.", ""]
+        f"ns-3 replays: `magnet replay ns3 {ns3 or '(its defaults)'}`. {lags_line(args, context.get('lags'))}", ""]
     if failed:
         lines += ["**Runs that failed or could not run:**", ""]
         lines += [f"* {r.label()}: {r.status}" for r in failed] + [""]
@@ -262,6 +264,17 @@ def ran(args, runs) -> list[str]:
     some, measured again (--reanalyse, --rerun) under the default --predictors, has only those."""
     kinds = {r.kind for r in runs}
     return [p for p in args.predictors if p in kinds]
+
+
+def lags_line(args, lags) -> str:
+    """The README's sentence on the host's lags ns-3 ran with and where they came from."""
+    if lags is None:
+        return ("The study in --work recorded no host lags (made before studies measured them): its ns-3 "
+                "replays ran with the options above.") if args.reanalyse else ""
+    said = (f"The host's lags they ran with: ACK lag {lags.ack_lag_ns / 1000:g} us, reply lag "
+            f"{lags.reply_lag_ns / 1000:g} us, reader wake-up {lags.reader_wakeup_ns / 1000:g} us: "
+            f"{lags.provenance()}")
+    return said + (f" ({common.LAGS_FILE})." if not lags.read_from else ".")
 
 
 def _took(args, runs, minutes: float) -> str:

@@ -122,6 +122,26 @@ def test_several_studies_give_each_cell_its_medians_and_spreads(work, tmp_path):
     assert f"2 fidelity studies (`{work}`, `{second}`)" in text and "| 2 / 2 |" in text
 
 
+def test_the_readme_names_each_studys_host_lags(work, tmp_path):
+    """Per study, the host lags it recorded (host-lags.json in its --work), or that it recorded
+    none; a record that cannot be read is a one-line error."""
+    import shutil
+
+    from magnet.experiments import common
+    second = tmp_path / "second"
+    shutil.copytree(work, second)
+    common.HostLags(9_900, 7_300, 17_000, "measured", how="3 runs of 6 s").write(second / common.LAGS_FILE)
+    out = tmp_path / "out"
+    assert agreement.main(["--suite", str(work), "--suite", str(second), "--out", str(out)]) == 0
+    text = (out / "suite" / "README.md").read_text()
+    assert f"`{work}` recorded no host lags" in text
+    assert f"`{second}`: ACK lag 9.9 us, reply lag 7.3 us, reader wake-up 17 us, measured (3 runs of 6 s)" in text
+    (second / common.LAGS_FILE).write_text("not json")
+    with pytest.raises(SystemExit) as e:
+        agreement.main(["--suite", str(second), "--out", str(tmp_path / "bad")])
+    assert e.value.code == 2
+
+
 def test_a_changed_trace_changes_the_cell(work, tmp_path):
     """ns-3's answers as fast as Linux's: the cell agrees."""
     ns3 = work / APP / "60ms-10M" / "demand-ns3"

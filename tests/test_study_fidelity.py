@@ -12,6 +12,7 @@ import pytest
 
 import magnetlib
 from magnet.experiments import demo, fidelity
+from magnet.experiments import common
 from magnet.experiments.common import HOST_ACK_LAG_NS, HOST_READER_WAKEUP_NS, HOST_REPLY_LAG_NS
 
 LAGS = (f"--reader-wakeup {HOST_READER_WAKEUP_NS}ns --ack-lag {HOST_ACK_LAG_NS}ns "
@@ -41,6 +42,8 @@ def test_ns3_replays_get_the_linux_profile_and_this_hosts_lags(tmp_path):
     options = fidelity.replay_options("ns3")
     assert options == ["--tcp-model", "linux", *LAGS.split()]
     assert fidelity.replay_options("tcp") == []
+    assert fidelity.replay_options("ns3", common.HostLags(9_900, 7_300, 17_000, "measured")) == [
+        "--tcp-model", "linux", "--reader-wakeup", "17000ns", "--ack-lag", "9900ns", "--reply-lag", "7300ns"]
     run = fidelity.Run("redis-paced", "60ms-10M", "demand-ns3", 1, tmp_path)
     (tmp_path / "replay.log").write_text("$ " + " ".join(["magnet", "replay", "ns3", "d.csv", *options,
                                                           "-o", "x"]) + "\nmore\n")
@@ -86,6 +89,12 @@ def test_every_predictor_ran_on_real_captures(study):
     readme = (out / "README.md").read_text()
     assert readme.count("| truth |") >= 1
     assert f"predicted by 6 predictors ({', '.join(fidelity.PREDICTORS)})" in readme
+    # --quick measures no lags: the constants, recorded in --work and --out, and said so
+    for where in (work, out):
+        lags = common.HostLags.read(where)
+        assert (lags.options(), lags.source, lags.how) == (common.HostLags().options(), "constants",
+                                                           "--quick does not measure them")
+    assert "reader wake-up 29.184 us: experiments/common.py's" in readme and "--quick does not measure" in readme
     assert (out / "heatmap.png").exists() and (out / f"cdf-{APP}.png").exists()
 
 
@@ -158,6 +167,29 @@ def test_rerun_replays_only_the_named_ns3_predictor(study, tmp_path):
     assert "1 of the runs (demand-ns3) re-run (--rerun)" in (again / "README.md").read_text()
 
 
+def test_rerun_takes_the_lags_the_study_recorded(study, tmp_path):
+    """--rerun replays ns-3 with the host lags the study recorded in --work (host-lags.json),
+    and the README and --out's record say so; a study that recorded none gets the constants."""
+    _, _, kept = study
+    work = tmp_path / "work"
+    shutil.copytree(kept, work)
+    common.HostLags(9_900, 7_300, 17_000, "measured", how="3 runs of 6 s").write(work / common.LAGS_FILE)
+    log = work / APP / SITE / "demand-ns3" / "replay.log"
+
+    def rerun(name):
+        assert fidelity.main(["--rerun", "demand-ns3", "--apps", APP, "--paths", SITE, "--runs", "2",
+                              "--work", str(work), "--out", str(tmp_path / name)]) == 0
+        return log.read_text().splitlines()[0], (tmp_path / name / "README.md").read_text()
+    first, readme = rerun("measured")
+    assert "--tcp-model linux --reader-wakeup 17000ns --ack-lag 9900ns --reply-lag 7300ns" in first
+    assert "reader wake-up 17 us: this host's lags, measured on Linux over linkem at the study's start " \
+           f"(3 runs of 6 s); as the study in `{work}` recorded them" in readme
+    assert common.HostLags.read(tmp_path / "measured").reader_wakeup_ns == 17_000
+    (work / common.LAGS_FILE).unlink()            # a study made before studies measured them
+    first, readme = rerun("none")
+    assert f"--tcp-model linux {LAGS}" in first and f"the study in `{work}` recorded none" in readme
+
+
 def test_reanalyse_counts_the_predictors_the_study_ran(study, tmp_path):
     """A study with two predictors, measured again under the default --predictors (all six):
     the README counts and names the two it ran."""
@@ -183,6 +215,9 @@ def test_rerun_refuses_what_it_cannot_rerun(tmp_path):
                                   "--reanalyse"), "--rerun", "--reanalyse")
     assert_clean_error(run_magnet("experiment", "fidelity", "--work", tmp_path, "--rerun", "nosuch"),
                        "--rerun 'nosuch'")
+    assert_clean_error(run_magnet("experiment", "fidelity", "--work", tmp_path, "--rerun", "demand-ns3",
+                                  "--host-lags", "1,2,3"), "--host-lags", "recorded")
+    assert_clean_error(run_magnet("experiment", "fidelity", "--host-lags", "1,2"), "--host-lags '1,2'")
     if fidelity.replay_unavailable("ns3") is None:
         for work in (tmp_path, tmp_path / "none"):
             proc = run_magnet("experiment", "fidelity", "--work", work, "--rerun", "demand-ns3")
@@ -211,4 +246,7 @@ def test_agreement_suite_reads_the_kept_runs(study, tmp_path):
             assert row[f"{metric}_{engine}"] == pytest.approx(totals[metric]), (engine, metric)
         assert 60 <= totals["RTT"] < 75, engine
     assert row.RTT_diff_pct == pytest.approx(100 * (row.RTT_ns3 / row.RTT_tcp - 1))
-    assert "## The suite's applications" in (tmp_path / "suite" / "README.md").read_text()
+    readme = (tmp_path / "suite" / "README.md").read_text()
+    assert "## The suite's applications" in readme
+    assert f"`{work}`: ACK lag 10.245 us, reply lag 7.812 us, reader wake-up 29.184 us, constants " \
+           "(--quick does not measure them)" in readme
