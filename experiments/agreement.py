@@ -676,12 +676,12 @@ def main(argv: list[str] | None = None) -> int:
     runs = cross = live = fresh = None
     failed: list[str] = []
     try:
+        earlier = previous_runs(args) if args.update and not args.skip_map else None
         if args.tcp_model == "linux":
             from . import reader_wakeup
             args.lags = reader_wakeup.for_study(args, work)
             common.progress_note(f"agreement: ns-3's host lags: {args.lags}")
         if not args.skip_map:
-            earlier = previous_runs(args) if args.update else None
             if "vsftpd" in args.workloads:
                 live, why = modmap.capture_vsftpd(work, args.file_size)
                 if why:
