@@ -201,13 +201,13 @@ def section(table: pd.DataFrame, works: list[Path], ns3_options: str, image: str
 def lags_lines(lags: dict) -> list[str]:
     """Per study: the host lags it recorded (its ns-3 replays ran with them; a --rerun too), or
     that it recorded none (its replays ran with the options above, the constants of its day)."""
-    def line(work, l):
-        if l is None:
+    def line(work, rec):
+        if rec is None:
             return (f"`{work}` recorded no host lags (made before studies measured them): its ns-3 replays "
                     "ran with the options above, experiments/common.py's constants")
-        return (f"`{work}`: ACK lag {l.ack_lag_ns / 1000:g} us, reply lag {l.reply_lag_ns / 1000:g} us, reader "
-                f"wake-up {l.reader_wakeup_ns / 1000:g} us, {l.source}"
-                + (f" ({l.how})" if l.how else ""))
+        return (f"`{work}`: ACK lag {rec.ack_lag_ns / 1000:g} us, reply lag {rec.reply_lag_ns / 1000:g} us, "
+                f"reader wake-up {rec.reader_wakeup_ns / 1000:g} us, {rec.source}"
+                + (f" ({rec.how})" if rec.how else ""))
     if not lags:
         return []
     return ["The host lags ns-3's Linux profile ran with, as each study recorded them (host-lags.json in its "
