@@ -269,8 +269,9 @@ def score(ns3, linux):
     """agreement.cells over ns-3's re-run rows and the committed Linux rows of one study
     (ns-3's run r is the one with Linux's run r's seed, demand and host lags)."""
     import pandas as pd
-    runs = linux[[*RUN_KEYS, "run"]].drop_duplicates()
-    ns3 = ns3.merge(runs, on=RUN_KEYS)
+    keys = [k for k in RUN_KEYS if k in linux and k in ns3]          # rows made before the lags column too
+    runs = linux[[*keys, "run"]].drop_duplicates()
+    ns3 = ns3.merge(runs, on=keys)
     return agreement.cells(pd.concat([ns3, linux.drop(columns="study")], ignore_index=True))
 
 

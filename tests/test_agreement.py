@@ -220,27 +220,33 @@ def test_map_replays_the_vsftpd_demand_the_study_kept(base_study, tmp_path):
     assert standin["mean_gap_s"] != pytest.approx(row["mean_gap_s"], rel=1e-3)
 
 
-def test_map_reruns_ns3_with_the_lags_the_study_recorded(base_study, tmp_path):
+def test_map_reruns_ns3_with_the_lags_the_study_recorded(base_study, tmp_path, monkeypatch):
     """agreement_ns3 --map gives ns-3 the host lags the study recorded beside its Linux runs
-    (host-lags.json): it replays the study's own ns-3 rows exactly; a study that recorded none
-    gets the constants, and the README says which."""
+    (host-lags.json); a study that recorded none gets the constants, and the README says which.
+    (test_map_replays_the_vsftpd_demand_the_study_kept: with them it replays the study's own
+    ns-3 rows exactly.)"""
     shared, _ = base_study
     out = tmp_path / "study"
     shutil.copytree(shared, out)
-    study = pd.read_csv(out / "runs.csv")
-    study = study[(study["engine"] == "ns-3") & (study["workload"] == "paper")].set_index("stack")
+    given, run = [], engines.run
+
+    def spy(engine, *a, **options):
+        given.append({k: options.get(k) for k in ("ack_lag_ns", "reply_lag_ns", "reader_wakeup_ns")})
+        return run(engine, *a, **options)
+    monkeypatch.setattr(engines, "run", spy)
 
     def rerun(name):
+        given.clear()
         assert agreement_ns3.main(["--map", "--settings", "base", "--workloads", "paper", "--against", str(out),
                                    "--out", str(tmp_path / name)]) == 0
-        ns3 = pd.read_csv(tmp_path / name / "map-runs.csv").set_index("stack")
-        return ns3, (tmp_path / name / "README.md").read_text()
-    ns3, readme = rerun("recorded")
-    assert set(ns3["lags"]) == {"9900,7300,17000"}
-    for col in agreement_ns3.METRICS.values():
-        assert ns3.loc[[1, 2], col].tolist() == pytest.approx(study.loc[[1, 2], col].tolist(), rel=1e-12), col
+        ns3 = pd.read_csv(tmp_path / name / "map-runs.csv")
+        return given[:], set(ns3["lags"]), (tmp_path / name / "README.md").read_text()
+    options, lags, readme = rerun("recorded")
+    assert options == [{"ack_lag_ns": 9900, "reply_lag_ns": 7300, "reader_wakeup_ns": 17000}]
+    assert lags == {"9900,7300,17000"}
     assert "read 17 us after" in readme and f"as the study in `{out}` recorded them" in readme
     (out / "host-lags.json").unlink()                 # a study made before studies recorded them
-    ns3, readme = rerun("none")
-    assert set(ns3["lags"]) == {"10245,7812,29184"}
+    options, lags, readme = rerun("none")
+    assert options == [{"ack_lag_ns": 10_245, "reply_lag_ns": 7_812, "reader_wakeup_ns": 29_184}]
+    assert lags == {"10245,7812,29184"}
     assert "read 29.184 us after" in readme and f"the study in `{out}` recorded none" in readme
