@@ -23,9 +23,9 @@ vsftpd-demand-SETTING-runR.csv (times and sizes, the demand format), so that
 experiments/agreement_ns3.py replays what Linux replayed.
 
 ns-3's Linux profile gets this host's lags (its ACK lag, reply lag and reader wake-up),
-measured at the study's start (experiments/reader_wakeup.py for_study: 3 runs of 6 s over
-linkem) unless --host-lags gives them; --quick, and a host where they cannot be measured,
-give experiments/common.py's constants.  The study records them in host-lags.json, and
+measured at the study's start (experiments/reader_wakeup.py for_study: 3 runs of 12 s over
+linkem, about 50 s) unless --host-lags gives them; --quick, and a host where they cannot
+be measured, give experiments/common.py's constants.  The study records them in host-lags.json, and
 experiments/agreement_ns3.py's re-runs against its Linux runs take them from there.
 
 The cross traffic (pareto:50%, the same held over every 10 s, poisson:30%, tcp:4 on the

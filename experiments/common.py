@@ -220,7 +220,7 @@ def add_host_lags(p: argparse.ArgumentParser) -> None:
                    help="the host's ACK lag, reply lag and reader wake-up for ns-3's Linux profile, in ns "
                         "(or with a unit: 10us), or `constants` (experiments/common.py's); default: "
                         "measured on this host at the study's start (experiments/reader_wakeup.py, about "
-                        "30 s, root), the constants where that cannot run and under --quick")
+                        "50 s, root), the constants where that cannot run and under --quick")
 
 
 def engine_options(engine: str, tcp_model: str = "linux", lags: HostLags | None = None) -> dict:

@@ -42,8 +42,8 @@ real-time runs.  Real-TCP predictors are real-time runs: --rerun refuses them.
 
 ns-3's Linux profile gets this host's lags (ACK lag, reply lag, reader wake-up), measured
 at the study's start before its real-time runs (experiments/reader_wakeup.py for_study: 3
-runs of 6 s over linkem) unless --host-lags gives them; --quick, and a host where they
-cannot be measured, give experiments/common.py's constants.  The study records them in
+runs of 12 s over linkem, about 50 s) unless --host-lags gives them; --quick, and a host
+where they cannot be measured, give experiments/common.py's constants.  The study records them in
 --work and --out as host-lags.json; --rerun replays with the lags the study recorded (the
 constants for a study that recorded none), and the README says which.
 """

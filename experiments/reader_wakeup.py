@@ -25,8 +25,9 @@ both engines share: a packet in at the host's device -> the packet it causes out
   per run p10/p50/p90, the value their p50's median over runs (ns-3's ReplyLag: a pure ACK's
   arrival -> its processing by TCP, where the data it releases leaves).
 
-The agreement and fidelity studies measure the three lags the same way at their start, shorter
-(for_study: STUDY_RUNS runs of STUDY_SECONDS), and give them to their own ns-3 runs.
+The agreement and fidelity studies measure the three lags the same way at their start
+(for_study: STUDY_RUNS runs of STUDY_SECONDS, this module's defaults) and give them to their
+own ns-3 runs.
 
 Real-time runs: take `flock /work/.realtime.lock` where others run them too.
 """
@@ -187,8 +188,12 @@ def values_us(table: pd.DataFrame) -> dict:
             (("ack_lag", "softirq_p50_us"), ("reply_lag", "reply_p50_us"), ("reader_wakeup", "wakeup_us"))}
 
 
-# A study's own measurement at its start (for_study): shorter than this module's default (3 x 12 s)
-STUDY_RUNS, STUDY_SECONDS = 3, 6.0
+# A study's own measurement at its start (for_study): this module's defaults, about 50 s.  Runs
+# of 6 s (4 s after the 2 s left out) read the wake-up lower and wider: interleaved with 12 s
+# runs at load 3-5 (2026-11-27 12:02-12:05, 3 rounds of 3 runs each), 14.3/17.5/14.2 us
+# (runs 11.9-17.7) against 19.6/17.6/19.1 us (runs 17.4-20.8); the ACK lag 10.4/10.9/9.4 against
+# 10.7/10.2/11.3 us, the reply lag 6.3/7.3/6.4 against 7.4/7.4/8.0 us.
+STUDY_RUNS, STUDY_SECONDS = 3, 12.0
 
 
 def for_study(args, work: Path) -> common.HostLags:
