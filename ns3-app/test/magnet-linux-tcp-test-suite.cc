@@ -298,6 +298,33 @@ struct Bench
     }
 };
 
+/** The Linux profile on hosts with these lags: AckLag `ackLag`, ReplyLag half of it. */
+MagnetTcpConfig
+LaggedHost(Time ackLag)
+{
+    MagnetTcpConfig tcp;
+    tcp.ackLag = ackLag;
+    tcp.replyLag = ackLag / 2;
+    return tcp;
+}
+
+/**
+ * Runs `each` on hosts with lags (its argument the AckLag, 10 us; the cases give half of it as
+ * the ReplyLag) and on ideal ones (0), then sets both lags' defaults back to 0 for later cases.
+ */
+void
+ForHostLags(const std::function<void(Time)>& each)
+{
+    for (Time lag : {MicroSeconds(10), Time(0)})
+    {
+        each(lag);
+    }
+    for (const char* name : {"AckLag", "ReplyLag"})
+    {
+        Config::SetDefault(std::string("ns3::MagnetLinuxTcpSocket::") + name, TimeValue(Time(0)));
+    }
+}
+
 /** Node 0's socket's congestion state, window, ssthresh and RTO as they change (traced from 1 ms, once it exists). */
 struct SenderTraces
 {
@@ -856,8 +883,7 @@ class LinuxSynOnEstablishedTestCase : public TestCase
 
     void DoRun() override
     {
-        for (Time lag : {MicroSeconds(10), Time(0)})
-        {
+        ForHostLags([this](Time lag) {
             const Time reply = lag / 2;
             Outcome one = Run(lag, reply, {1});
             NS_TEST_ASSERT_MSG_EQ(one.received, 10000, "every byte delivered (lags " << lag << ")");
@@ -870,11 +896,61 @@ class LinuxSynOnEstablishedTestCase : public TestCase
             NS_TEST_ASSERT_MSG_EQ(two.received, 10000, "every byte delivered, the first challenge ACK lost too");
             NS_TEST_EXPECT_MSG_EQ_TOL(two.accepted.GetSeconds(), 3.090, 0.001, "accepted on the second");
             NS_TEST_EXPECT_MSG_EQ(two.acks, 4, "the SYN, the handshake's ACK, two challenge ACKs");
-        }
-        for (const char* name : {"AckLag", "ReplyLag"})
+        });
+    }
+};
+
+/**
+ * A close, on hosts with lags (`ackLag`, ReplyLag half of it): node 0 connects and half-closes at
+ * once (its FIN); node 1 closes once it has read it (CLOSE_WAIT, then LAST_ACK with its FIN).
+ * Node `node` loses the packets it receives at the indices `lost`.
+ */
+struct CloseExchange
+{
+    Time peerFin{-1};       //!< node 0 read node 1's FIN (its normal-close callback)
+    Time serverClosed{-1};  //!< node 1's socket CLOSED
+    Time serverLastAck{-1}; //!< ... LAST_ACK
+    size_t clientSent{0};   //!< node 0's segments
+    size_t serverSent{0};   //!< node 1's segments
+
+    static void OnState(CloseExchange* o, TcpSocket::TcpStates_t, TcpSocket::TcpStates_t now)
+    {
+        if (now == TcpSocket::LAST_ACK && o->serverLastAck.IsNegative())
         {
-            Config::SetDefault(std::string("ns3::MagnetLinuxTcpSocket::") + name, TimeValue(Time(0))); // for later cases
+            o->serverLastAck = Simulator::Now();
         }
+        if (now == TcpSocket::CLOSED)
+        {
+            o->serverClosed = Simulator::Now();
+        }
+    }
+
+    static CloseExchange Run(Time ackLag, uint32_t node, const std::list<uint32_t>& lost)
+    {
+        Bench bench("100Mbps", "30ms", LaggedHost(ackLag));
+        CloseExchange o;
+        auto errors = CreateObject<ReceiveListErrorModel>();
+        errors->SetList(lost);
+        bench.devices.Get(node)->SetAttribute("ReceiveErrorModel", PointerValue(errors));
+        bench.Listen();
+        bench.accepted = [&o](Ptr<Socket> socket) {
+            socket->TraceConnectWithoutContext("State", MakeBoundCallback(&OnState, &o));
+            socket->SetCloseCallbacks(MakeCallback(+[](Ptr<Socket> s) { Simulator::ScheduleNow([s]() { s->Close(); }); }),
+                                      MakeNullCallback<void, Ptr<Socket>>());
+        };
+        Ptr<Socket> client = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
+        client->Bind();
+        client->SetConnectCallback(MakeCallback(+[](Ptr<Socket> s) { s->ShutdownSend(); }),
+                                   MakeNullCallback<void, Ptr<Socket>>());
+        client->SetCloseCallbacks(MakeBoundCallback(+[](CloseExchange* out, Ptr<Socket>) { out->peerFin = Simulator::Now(); }, &o),
+                                  MakeNullCallback<void, Ptr<Socket>>());
+        client->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        Simulator::Stop(Seconds(10));
+        Simulator::Run();
+        o.clientSent = bench.sent[0].size();
+        o.serverSent = bench.sent[1].size();
+        Simulator::Destroy();
+        return o;
     }
 };
 
@@ -897,62 +973,11 @@ class LinuxLastAckFinAgainTestCase : public TestCase
     }
 
   private:
-    struct Outcome
-    {
-        Time peerFin{-1};      //!< node 0 read node 1's FIN (its normal-close callback)
-        Time serverClosed{-1}; //!< node 1's socket CLOSED
-        Time serverLastAck{-1};
-        size_t serverSent{0}; //!< node 1's segments
-    };
-
-    static void OnState(Outcome* o, TcpSocket::TcpStates_t, TcpSocket::TcpStates_t now)
-    {
-        if (now == TcpSocket::LAST_ACK && o->serverLastAck.IsNegative())
-        {
-            o->serverLastAck = Simulator::Now();
-        }
-        if (now == TcpSocket::CLOSED)
-        {
-            o->serverClosed = Simulator::Now();
-        }
-    }
-
-    Outcome Run(Time ackLag, Time replyLag)
-    {
-        MagnetTcpConfig tcp;
-        tcp.ackLag = ackLag;
-        tcp.replyLag = replyLag;
-        Bench bench("100Mbps", "30ms", tcp);
-        Outcome o;
-        // At node 0: 0 the SYN-ACK, 1 node 1's ACK of node 0's FIN, 2 node 1's FIN.
-        auto errors = CreateObject<ReceiveListErrorModel>();
-        errors->SetList({1, 2});
-        bench.devices.Get(0)->SetAttribute("ReceiveErrorModel", PointerValue(errors));
-        bench.Listen();
-        bench.accepted = [&o](Ptr<Socket> socket) {
-            socket->TraceConnectWithoutContext("State", MakeBoundCallback(&OnState, &o));
-            socket->SetCloseCallbacks(MakeCallback(+[](Ptr<Socket> s) { Simulator::ScheduleNow([s]() { s->Close(); }); }),
-                                      MakeNullCallback<void, Ptr<Socket>>());
-        };
-        Ptr<Socket> client = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
-        client->Bind();
-        client->SetConnectCallback(MakeCallback(+[](Ptr<Socket> s) { s->ShutdownSend(); }),
-                                   MakeNullCallback<void, Ptr<Socket>>());
-        client->SetCloseCallbacks(MakeBoundCallback(+[](Outcome* out, Ptr<Socket>) { out->peerFin = Simulator::Now(); }, &o),
-                                  MakeNullCallback<void, Ptr<Socket>>());
-        client->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
-        Simulator::Stop(Seconds(10));
-        Simulator::Run();
-        o.serverSent = bench.sent[1].size();
-        Simulator::Destroy();
-        return o;
-    }
-
     void DoRun() override
     {
-        for (Time lag : {MicroSeconds(10), Time(0)})
-        {
-            Outcome o = Run(lag, lag / 2);
+        ForHostLags([this](Time lag) {
+            // At node 0: 0 the SYN-ACK, 1 node 1's ACK of node 0's FIN, 2 node 1's FIN.
+            CloseExchange o = CloseExchange::Run(lag, 0, {1, 2});
             // Node 1's FIN at 90 ms, lost with its ACK of node 0's; node 0 resends its FIN at
             // 320 ms (RTO 260 ms), at node 1 at 350 ms, when node 1 resends its FIN (RTO 260 ms)
             // and answers with a duplicate ACK: node 0 reads the FIN at 380 ms, its ACK closes
@@ -961,11 +986,7 @@ class LinuxLastAckFinAgainTestCase : public TestCase
             NS_TEST_EXPECT_MSG_EQ_TOL(o.peerFin.GetSeconds(), 0.380, 0.001, "node 0 read node 1's resent FIN");
             NS_TEST_EXPECT_MSG_EQ_TOL(o.serverClosed.GetSeconds(), 0.410, 0.001, "closed on the ACK of its FIN");
             NS_TEST_EXPECT_MSG_EQ(o.serverSent, 5, "SYN-ACK, ACK, FIN, the FIN resent, the duplicate ACK");
-        }
-        for (const char* name : {"AckLag", "ReplyLag"})
-        {
-            Config::SetDefault(std::string("ns3::MagnetLinuxTcpSocket::") + name, TimeValue(Time(0))); // for later cases
-        }
+        });
     }
 };
 
