@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-connection-application.h"
 
+#include "magnet-linux-tcp-socket.h"
 #include "magnet-replay-application.h"
 
 #include "ns3/abort.h"
@@ -685,10 +686,12 @@ MagnetConnectionApplication::CloseSocket()
     }
     // ns-3's ShutdownSend() sends its FIN at once on an empty send buffer, or with a
     // data segment still to send (or to resend); with every byte sent and awaiting its
-    // ACK it never would: then it waits until the buffer is empty.
+    // ACK it never would: then it waits until the buffer is empty.  The Linux profile's
+    // sends it at once, as tcp_send_fin does.
     auto tcp = DynamicCast<TcpSocketBase>(m_socket);
     Ptr<TcpTxBuffer> tx = tcp ? tcp->GetTxBuffer() : nullptr;
-    m_shutdownWhenAcked = tx && tx->Size() > 0 && tx->Size() <= tx->BytesInFlight();
+    m_shutdownWhenAcked = tx && tx->Size() > 0 && tx->Size() <= tx->BytesInFlight() &&
+                          !DynamicCast<MagnetLinuxTcpSocket>(m_socket);
     if (!m_shutdownWhenAcked)
     {
         m_socket->ShutdownSend();

@@ -1224,7 +1224,28 @@ MagnetLinuxTcpSocket::Close()
 int
 MagnetLinuxTcpSocket::ShutdownSend()
 {
-    return PushFin([this]() { return TcpSocketBase::ShutdownSend(); });
+    // tcp_shutdown -> tcp_send_fin: with every byte written already sent (the write queue
+    // empty, the retransmission queue not), the FIN is an skb of its own, pushed at once
+    // (__tcp_push_pending_frames, TCP_NAGLE_OFF; tcp_cwnd_test lets a FIN go whatever cwnd).
+    // TcpSocketBase::ShutdownSend sends it only on an empty buffer, else with the last data
+    // segment it sends: with every byte sent and some of it unACKed, only if that segment is
+    // resent, else never (its Close() sends it, DoClose).  So: the FIN now, after the last
+    // byte sent, and the state Close() would give.
+    const bool allSent = !m_shutdownSend && m_txBuffer->Size() > 0 &&
+                         m_txBuffer->SizeFromSequence(m_tcb->m_highTxMark) == 0 &&
+                         (m_state == ESTABLISHED || m_state == CLOSE_WAIT);
+    const int r = PushFin([this]() { return TcpSocketBase::ShutdownSend(); });
+    if (allSent && (m_state == ESTABLISHED || m_state == CLOSE_WAIT) && (m_endPoint || m_endPoint6))
+    {
+        // SendEmptyPacket numbers a FIN with m_nextTxSequence, which a resend may have left
+        // short of the last byte sent.
+        const SequenceNumber32 next = m_tcb->m_nextTxSequence;
+        m_tcb->m_nextTxSequence = m_tcb->m_highTxMark.Get();
+        SendEmptyPacket(TcpHeader::FIN);
+        m_tcb->m_nextTxSequence = next;
+        m_state = m_state == ESTABLISHED ? FIN_WAIT_1 : LAST_ACK;
+    }
+    return r;
 }
 
 int

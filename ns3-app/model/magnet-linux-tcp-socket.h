@@ -146,6 +146,10 @@ namespace ns3
  *   500 ms (tcp_invalid_ratelimit), and is discarded; ns-3 reset cwnd on it and sent nothing,
  *   so a lost last ACK of the handshake left a peer with nothing to send in SYN_RCVD until it
  *   gave up.
+ * - **The FIN after data in flight** (tcp_shutdown, tcp_send_fin): a half-close with every byte
+ *   written already sent sends the FIN at once, a segment of its own (a FIN passes the cwnd
+ *   test, tcp_cwnd_test); ns-3's ShutdownSend sent it only on an empty buffer or with a data
+ *   segment still to send, so with every byte sent and some unACKed it never did (Close() did).
  */
 class MagnetLinuxTcpSocket : public TcpSocketBase
 {

@@ -89,6 +89,29 @@ DataSeq(Ptr<const Packet> frame)
     return int64_t{tcp[4]} << 24 | int64_t{tcp[5]} << 16 | int64_t{tcp[6]} << 8 | tcp[7];
 }
 
+/** The TCP flags of a point-to-point frame, or 0 if it is not TCP. */
+uint8_t
+TcpFlags(Ptr<const Packet> frame)
+{
+    uint8_t b[2 + 60 + 14];
+    uint32_t n = frame->CopyData(b, sizeof b);
+    if (Payload(frame) < 0 || n < 2 + (b[2] & 0x0F) * 4u + 14)
+    {
+        return 0;
+    }
+    return b[2 + (b[2] & 0x0F) * 4u + 13];
+}
+
+/** When a node's device sent its segments with these TCP flags among theirs (MacTx). */
+void
+OnFlagsTx(std::vector<Time>* out, uint8_t flags, Ptr<const Packet> frame)
+{
+    if (TcpFlags(frame) & flags)
+    {
+        out->push_back(Simulator::Now());
+    }
+}
+
 /** Loses the first copies of data segments by sequence number: how many of each. */
 class SeqErrorModel : public ErrorModel
 {
@@ -986,6 +1009,86 @@ class LinuxLastAckFinAgainTestCase : public TestCase
             NS_TEST_EXPECT_MSG_EQ_TOL(o.peerFin.GetSeconds(), 0.380, 0.001, "node 0 read node 1's resent FIN");
             NS_TEST_EXPECT_MSG_EQ_TOL(o.serverClosed.GetSeconds(), 0.410, 0.001, "closed on the ACK of its FIN");
             NS_TEST_EXPECT_MSG_EQ(o.serverSent, 5, "SYN-ACK, ACK, FIN, the FIN resent, the duplicate ACK");
+        });
+    }
+};
+
+/**
+ * A half-close with every byte written already sent, on hosts with lags (AckLag 10 us, ReplyLag
+ * 5 us) and on ideal ones: node 0 connects, writes 4000 B (three segments, within the initial
+ * window: all sent at 60 ms) and half-closes 1 ms later (ShutdownSend), the data unACKed.  Its
+ * FIN leaves at once, a segment of its own (tcp_send_fin: the write queue empty, a new FIN skb
+ * pushed at once), so node 1 reads it after the data at 91 ms and closes; node 0 reads node 1's
+ * FIN at 121 ms.  ns-3's ShutdownSend never sent this FIN (with every byte sent and unACKed it
+ * waits for a data segment to send it with): node 1 never closed.
+ */
+class LinuxFinAfterDataTestCase : public TestCase
+{
+  public:
+    LinuxFinAfterDataTestCase()
+        : TestCase("a half-close with every byte sent and unACKed sends the FIN at once")
+    {
+    }
+
+  private:
+    struct Outcome
+    {
+        Time finSent{-1};    //!< node 0's first FIN
+        Time dataSent{-1};   //!< node 0's last data segment
+        Time serverFin{-1};  //!< node 1 read node 0's FIN
+        Time clientFin{-1};  //!< node 0 read node 1's FIN
+        uint32_t received{0};
+        size_t fins{0};      //!< node 0's FINs
+    };
+
+    Outcome Run(Time ackLag)
+    {
+        Bench bench("100Mbps", "30ms", LaggedHost(ackLag));
+        Outcome o;
+        std::vector<Time> fins;
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&OnFlagsTx, &fins, uint8_t{TcpHeader::FIN}));
+        bench.Listen();
+        bench.accepted = [&o, &bench](Ptr<Socket> socket) {
+            socket->SetCloseCallbacks(MakeBoundCallback(+[](Outcome* out, Bench* b, Ptr<Socket> s) {
+                                          Bench::OnRecv(b, s); // what is left before the FIN
+                                          out->serverFin = Simulator::Now();
+                                          Simulator::ScheduleNow([s]() { s->Close(); });
+                                      }, &o, &bench),
+                                      MakeNullCallback<void, Ptr<Socket>>());
+        };
+        Ptr<Socket> client = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
+        client->Bind();
+        client->SetConnectCallback(MakeCallback(+[](Ptr<Socket> s) {
+                                       s->Send(Create<Packet>(4000), 0);
+                                       Simulator::Schedule(MilliSeconds(1), [s]() { s->ShutdownSend(); });
+                                   }),
+                                   MakeNullCallback<void, Ptr<Socket>>());
+        client->SetCloseCallbacks(MakeBoundCallback(+[](Outcome* out, Ptr<Socket>) { out->clientFin = Simulator::Now(); }, &o),
+                                  MakeNullCallback<void, Ptr<Socket>>());
+        client->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        o.received = bench.received;
+        o.fins = fins.size();
+        o.finSent = fins.empty() ? Time(-1) : fins.front();
+        std::vector<Time> data = bench.Times(0, 1104);
+        o.dataSent = data.empty() ? Time(-1) : data.front();
+        Simulator::Destroy();
+        return o;
+    }
+
+    void DoRun() override
+    {
+        ForHostLags([this](Time lag) {
+            Outcome o = Run(lag);
+            NS_TEST_EXPECT_MSG_EQ(o.received, 4000, "every byte delivered (lags " << lag << ")");
+            // The handshake done at 60 ms, the three segments sent then; the half-close at
+            // 61 ms, its FIN at once, at node 1 at 91 ms; node 1's at node 0 at 121 ms.
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.dataSent.GetSeconds(), 0.060, 0.0005, "the last data segment at once");
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.finSent.GetSeconds(), 0.061, 0.0005, "the FIN at the half-close");
+            NS_TEST_EXPECT_MSG_EQ(o.fins, 1, "one FIN, never resent");
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.serverFin.GetSeconds(), 0.091, 0.0005, "node 1 read the FIN after the data");
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.clientFin.GetSeconds(), 0.121, 0.0005, "node 0 read node 1's FIN");
         });
     }
 };
@@ -3267,6 +3370,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxHostLagTestCase, Duration::QUICK);
         AddTestCase(new LinuxSynOnEstablishedTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckFinAgainTestCase, Duration::QUICK);
+        AddTestCase(new LinuxFinAfterDataTestCase, Duration::QUICK);
         AddTestCase(new LinuxOfoGrowWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
