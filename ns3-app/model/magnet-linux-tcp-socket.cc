@@ -1395,7 +1395,13 @@ MagnetLinuxTcpSocket::SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, boo
 void
 MagnetLinuxTcpSocket::SendEmptyPacket(uint8_t flags)
 {
+    const bool armedBefore = m_retxEvent.IsPending();
+    const Time rtoBefore = m_rto.Get();
     TcpSocketBase::SendEmptyPacket(flags);
+    if ((flags & TcpHeader::FIN) && !(flags & (TcpHeader::SYN | TcpHeader::RST)))
+    {
+        FinTimer(flags, armedBefore, rtoBefore);
+    }
     if (flags & TcpHeader::ACK)
     {
         AckSent();
@@ -1422,6 +1428,79 @@ MagnetLinuxTcpSocket::BackOffSyn(uint8_t flags)
     m_rto = std::min(m_cnTimeout * static_cast<int64_t>(1U << shift), m_rtoMax);
     m_retxEvent.Cancel();
     m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::SendEmptyPacket, this, flags);
+}
+
+void
+MagnetLinuxTcpSocket::FinTimer(uint8_t flags, bool armedBefore, Time rtoBefore)
+{
+    // The FIN is in Linux's retransmission queue as data is (tcp_send_fin: an skb, or the last
+    // one's flag), timed by the one retransmission timer: with SACK, in Open, a loss probe
+    // first (tcp_schedule_loss_probe: 2 srtt + TCP_RTO_MIN with one packet out, at most the
+    // RTO; tcp_send_loss_probe resends the last skb and re-arms the RTO undoubled), then the
+    // RTO (tcp_retransmit_timer: the head resent, icsk_backoff++, icsk_rto = min(icsk_rto << 1,
+    // tcp_rto_max)).  TcpSocketBase::SendEmptyPacket resent a FIN every RTO, recomputed from
+    // the estimator on each send, never doubled; its LastAckTimeout too.
+    const bool first = !m_finSent;
+    m_finSent = true;
+    if (!m_endPoint && !m_endPoint6)
+    {
+        return;
+    }
+    if (m_tcb->m_highTxMark.Get() > m_txBuffer->HeadSequence())
+    {
+        // Data is out: its timers resend it, the FIN with its last segment (SendDataPacket),
+        // and its RTO stays as it was (SendEmptyPacket recomputed it, undoing a backoff).
+        // TcpSocketBase armed a resend of the bare FIN if no timer ran (a probe held the RTO's
+        // place): the one timer is the data's.
+        m_rto = rtoBefore;
+        if (!armedBefore && m_retxEvent.IsPending())
+        {
+            m_retxEvent.Cancel();
+            RearmRto();
+        }
+        return;
+    }
+    if (!m_finOut)
+    {
+        // Its first send, or its first alone (the data before it ACKed since; a resend on the
+        // timer then stood for the probe).
+        m_finOut = true;
+        m_finRto = m_rto.Get();
+        m_finBackoff = 0;
+        m_finProbe = first && m_tlp && m_sackEnabled && LinuxOpen();
+    }
+    const Time rto = std::min(m_finRto * static_cast<int64_t>(int64_t{1} << std::min<uint32_t>(m_finBackoff, 30)), m_rtoMax);
+    Time wait = rto;
+    if (m_finProbe)
+    {
+        const Time srtt = m_tcb->m_srtt.Get();
+        const Time pto = srtt.IsStrictlyPositive() ? FromJiffies(Ticks(2 * srtt, m_tick)) + MilliSeconds(200) : Seconds(1);
+        wait = std::min(pto, rto);
+    }
+    m_rto = rto; // icsk_rto
+    m_retxEvent.Cancel();
+    Simulator::Cancel(m_probeTimer);
+    Simulator::Cancel(m_reoTimer);
+    m_lastAckEvent.Cancel();
+    m_retxEvent = Simulator::Schedule(wait, &MagnetLinuxTcpSocket::FinTimeout, this, flags);
+}
+
+void
+MagnetLinuxTcpSocket::FinTimeout(uint8_t flags)
+{
+    if ((!m_endPoint && !m_endPoint6) || (m_state != FIN_WAIT_1 && m_state != CLOSING && m_state != LAST_ACK))
+    {
+        return;
+    }
+    if (m_finProbe)
+    {
+        m_finProbe = false; // tcp_send_loss_probe: the FIN again, the RTO re-armed as it was
+    }
+    else
+    {
+        m_finBackoff++; // tcp_retransmit_timer: the FIN again, the RTO doubled
+    }
+    SendEmptyPacket(flags); // FinTimer arms the next
 }
 
 Time

@@ -150,6 +150,10 @@ namespace ns3
  *   written already sent sends the FIN at once, a segment of its own (a FIN passes the cwnd
  *   test, tcp_cwnd_test); ns-3's ShutdownSend sent it only on an empty buffer or with a data
  *   segment still to send, so with every byte sent and some unACKed it never did (Close() did).
+ * - **The FIN's timer** (tcp_retransmit_timer, tcp_schedule_loss_probe): a FIN alone in flight
+ *   (every byte before it ACKed) is resent as data is: with SACK one loss probe first (2 srtt +
+ *   200 ms, at most the RTO), then on the RTO, doubling (icsk_backoff) up to tcp_rto_max; ns-3
+ *   resent it every RTO, never doubled (SendEmptyPacket recomputes the RTO on each send).
  */
 class MagnetLinuxTcpSocket : public TcpSocketBase
 {
@@ -282,6 +286,9 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void RenoSackOnAck(SequenceNumber32 ack); //!< without SACK: tcp_reset_reno_sack as snd_una advances
     bool RenoHoldsLoss(SequenceNumber32 ack, SequenceNumber32 una) const; //!< without SACK: Loss held at high_seq
     void BackOffSyn(uint8_t flags); //!< a SYN's timer as tcp_retransmit_timer backs it off
+    /** A FIN alone in flight: its loss probe, then its RTO, doubling (armedBefore, rtoBefore: the RTO before the send). */
+    void FinTimer(uint8_t flags, bool armedBefore, Time rtoBefore);
+    void FinTimeout(uint8_t flags);                  //!< ... due: the FIN again
     bool ScheduleLossProbe(); //!< false: no probe is due (the RTO is the timer)
     /** A partial ACK in Recovery with SACK: TcpSocketBase's steps, less its resend. */
     void PartialAck(const SequenceNumber32& ackNumber, bool isDupack, uint32_t currentDelivered);
@@ -371,6 +378,11 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     EventId m_readerEvent;     //!< the reader's pending wake-up (ReaderWakeup)
     bool m_challengeAckSent{false}; //!< a challenge ACK was sent (last_oow_ack_time set)
     Time m_lastChallengeAck;         //!< when (tcp_invalid_ratelimit counts from it)
+    bool m_finSent{false};           //!< this end's FIN went out
+    bool m_finOut{false};            //!< ... and is alone in flight, FinTimer timing it
+    bool m_finProbe{false};          //!< ... its next resend is the loss probe (no backoff)
+    uint32_t m_finBackoff{0};        //!< ... its RTOs so far (icsk_backoff)
+    Time m_finRto;                   //!< ... the RTO when it started (icsk_rto before the backoff)
 
     /** A segment on its way through the host (AckLag, ReplyLag). */
     struct HostSegment

@@ -1094,6 +1094,70 @@ class LinuxFinAfterDataTestCase : public TestCase
 };
 
 /**
+ * A FIN alone in flight and lost, three times: node 0 connects and half-closes at once (its
+ * FIN at 60 ms, RTO 260 ms); node 1 loses its first three FINs.  Linux resends the FIN as
+ * data: with SACK a loss probe first (2 srtt + 200 ms, bounded by the RTO: at 320 ms), then on
+ * the RTO, doubling (580 ms, then 520 ms later: 1.100 s), node 1 reading the fourth at 1.130 s;
+ * without SACK on the RTO from the first (320 ms, 840 ms, 1.880 s), node 1 reading it at
+ * 1.910 s.  ns-3 resent it every 260 ms (320, 580, 840 ms), node 1 reading it at 870 ms.
+ */
+class LinuxFinBackoffTestCase : public TestCase
+{
+  public:
+    LinuxFinBackoffTestCase()
+        : TestCase("a FIN alone in flight is resent as data is: a loss probe, then the RTO doubling")
+    {
+    }
+
+  private:
+    struct Outcome
+    {
+        std::vector<Time> fins; //!< node 0's FINs
+        Time serverFin{-1};     //!< node 1 read node 0's FIN
+    };
+
+    Outcome Run(bool sack)
+    {
+        MagnetTcpConfig tcp;
+        tcp.sack = sack;
+        Bench bench("100Mbps", "30ms", tcp);
+        Outcome o;
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&OnFlagsTx, &o.fins, uint8_t{TcpHeader::FIN}));
+        bench.Lose({2, 3, 4}); // at node 1: 0 the SYN, 1 the handshake's ACK, 2-4 node 0's first three FINs
+        bench.Listen();
+        bench.accepted = [&o](Ptr<Socket> socket) {
+            socket->SetCloseCallbacks(MakeBoundCallback(+[](Outcome* out, Ptr<Socket>) { out->serverFin = Simulator::Now(); }, &o),
+                                      MakeNullCallback<void, Ptr<Socket>>());
+        };
+        Ptr<Socket> client = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
+        client->Bind();
+        client->SetConnectCallback(MakeCallback(+[](Ptr<Socket> s) { s->ShutdownSend(); }),
+                                   MakeNullCallback<void, Ptr<Socket>>());
+        client->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        Simulator::Stop(Seconds(10));
+        Simulator::Run();
+        Simulator::Destroy();
+        return o;
+    }
+
+    void DoRun() override
+    {
+        for (bool sack : {true, false})
+        {
+            Outcome o = Run(sack);
+            const std::vector<double> due = sack ? std::vector<double>{0.060, 0.320, 0.580, 1.100}
+                                                 : std::vector<double>{0.060, 0.320, 0.840, 1.880};
+            NS_TEST_ASSERT_MSG_EQ(o.fins.size(), due.size(), "four FINs, the fourth delivered (SACK " << sack << ")");
+            for (size_t i = 0; i < due.size(); ++i)
+            {
+                NS_TEST_EXPECT_MSG_EQ_TOL(o.fins[i].GetSeconds(), due[i], 0.002, "FIN " << i << " (SACK " << sack << ")");
+            }
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.serverFin.GetSeconds(), due.back() + 0.030, 0.002, "node 1 read the fourth");
+        }
+    }
+};
+
+/**
  * Short segments nobody reads: after the quick ACKs the delayed-ACK timer ACKs
  * them, the first after ato = 40 ms (on the 4 ms tick), later ones after a
  * missed timer has doubled ato, capped by the receiver's smoothed RTT (60 ms)
@@ -3371,6 +3435,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxSynOnEstablishedTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckFinAgainTestCase, Duration::QUICK);
         AddTestCase(new LinuxFinAfterDataTestCase, Duration::QUICK);
+        AddTestCase(new LinuxFinBackoffTestCase, Duration::QUICK);
         AddTestCase(new LinuxOfoGrowWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
