@@ -2940,6 +2940,18 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
     // the FIN is ACKed: an ACK short of it is taken as in CLOSE_WAIT.
     TcpHeader header;
     const bool parsed = packet->PeekHeader(header);
+    // TIME_WAIT: TcpSocketBase traces the segment and does nothing; Linux ACKs what is not a
+    // bare ACK at rcv_nxt (TimeWaitSegment).
+    if (parsed && m_state == TIME_WAIT)
+    {
+        const uint32_t payload = packet->GetSize() - header.GetSerializedSize();
+        TcpSocketBase::DoForwardUp(packet, fromAddress, toAddress);
+        if (m_state == TIME_WAIT)
+        {
+            TimeWaitSegment(header, payload);
+        }
+        return;
+    }
     // A SYN on a synchronized connection: a challenge ACK, the SYN discarded (SynChallenge).
     if (parsed && (header.GetFlags() & TcpHeader::SYN) && !(header.GetFlags() & TcpHeader::RST) &&
         (m_state == ESTABLISHED || m_state == CLOSE_WAIT || m_state == FIN_WAIT_1 || m_state == FIN_WAIT_2 ||
@@ -3003,6 +3015,60 @@ MagnetLinuxTcpSocket::LastAckFinAgain(Ptr<Packet> packet, const Address& fromAdd
     if (m_state == LAST_ACK && payload == 0)
     {
         SendAck();
+    }
+}
+
+void
+MagnetLinuxTcpSocket::TimeWaitSegment(const TcpHeader& header, uint32_t payload)
+{
+    // tcp_timewait_state_process, TIME_WAIT proper (PAWS aside): a bare ACK at rcv_nxt only
+    // restarts the timer; a RST there ends TIME_WAIT (tcp_rfc1337 0); a SYN without ACK may
+    // open a new connection (TCP_TW_SYN: not modelled, ignored as ns-3 does); any other
+    // segment is out of window -- the peer's FIN resent because this end's ACK of it was
+    // lost, its data resent -- and "ACKed immediately" (TCP_TW_ACK: tcp_v4_timewait_ack,
+    // tw_snd_nxt and tw_rcv_nxt), the timer restarted if it has an ACK
+    // (inet_twsk_reschedule, TCP_TIMEWAIT_LEN).  The ACK is rate-limited per TIME_WAIT socket
+    // (tcp_timewait_check_oow_rate_limit: one per tcp_invalid_ratelimit, 500 ms) except for
+    // a segment with data or a FIN (tcp_oow_rate_limited: "not likely part of an ACK loop").
+    // ns-3 ignored every segment in TIME_WAIT: the peer, in LAST_ACK, resent its FIN until the
+    // run ended, never closing.
+    const uint8_t flags = header.GetFlags();
+    const SequenceNumber32 seq = header.GetSequenceNumber();
+    const uint32_t len = payload + ((flags & TcpHeader::SYN) ? 1 : 0) + ((flags & TcpHeader::FIN) ? 1 : 0);
+    const SequenceNumber32 rcvNxt = m_tcb->m_rxBuffer->NextRxSequence();
+    const bool restart = (flags & TcpHeader::ACK) || (seq == rcvNxt && len == 0);
+    if (seq == rcvNxt && (len == 0 || (flags & TcpHeader::RST)))
+    {
+        if (flags & TcpHeader::RST)
+        {
+            CloseAndNotify(); // TIME_WAIT assassination (tcp_rfc1337 0)
+            return;
+        }
+    }
+    else if ((flags & TcpHeader::RST) || ((flags & TcpHeader::SYN) && !(flags & TcpHeader::ACK)))
+    {
+        return; // an old RST, or a new SYN
+    }
+    else
+    {
+        const bool limited = len == 0 || (flags & TcpHeader::SYN);
+        if (!limited || !m_twAckSent || Simulator::Now() - m_lastTwAck >= MilliSeconds(kInvalidRateLimitMs))
+        {
+            if (limited)
+            {
+                m_twAckSent = true;
+                m_lastTwAck = Simulator::Now();
+            }
+            // snd_nxt is past this end's FIN (ns-3 moves m_nextTxSequence there only on the
+            // FIN's ACK, which CLOSING's way into TIME_WAIT does not take).
+            m_tcb->m_nextTxSequence = std::max(m_tcb->m_nextTxSequence.Get(), m_tcb->m_highTxMark.Get() + 1);
+            SendEmptyPacket(TcpHeader::ACK);
+        }
+    }
+    if (restart)
+    {
+        m_timewaitEvent.Cancel();
+        m_timewaitEvent = Simulator::Schedule(Seconds(2 * m_msl), &MagnetLinuxTcpSocket::CloseAndNotify, this);
     }
 }
 

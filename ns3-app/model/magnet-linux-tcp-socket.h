@@ -154,6 +154,11 @@ namespace ns3
  *   (every byte before it ACKed) is resent as data is: with SACK one loss probe first (2 srtt +
  *   200 ms, at most the RTO), then on the RTO, doubling (icsk_backoff) up to tcp_rto_max; ns-3
  *   resent it every RTO, never doubled (SendEmptyPacket recomputes the RTO on each send).
+ * - **A segment in TIME_WAIT** (tcp_timewait_state_process): anything but a bare ACK at rcv_nxt
+ *   or a RST -- the peer's FIN resent because this end's last ACK was lost -- is ACKed at once
+ *   (a segment without data or FIN at most once per 500 ms, tcp_oow_rate_limited), and one
+ *   with an ACK restarts the TIME_WAIT timer; ns-3 ignored it, and the peer stayed in LAST_ACK
+ *   resending its FIN.
  */
 class MagnetLinuxTcpSocket : public TcpSocketBase
 {
@@ -230,6 +235,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void SynChallenge();
     /** LAST_ACK: the peer's FIN again, this end's FIN not ACKed -- its ACK taken, a duplicate ACK sent. */
     void LastAckFinAgain(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
+    /** tcp_timewait_state_process: a segment in TIME_WAIT ACKed unless a bare ACK at rcv_nxt or a RST. */
+    void TimeWaitSegment(const TcpHeader& header, uint32_t payload);
     void DoDispose() override;
     void NotifyConstructionCompleted() override;
 
@@ -378,6 +385,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     EventId m_readerEvent;     //!< the reader's pending wake-up (ReaderWakeup)
     bool m_challengeAckSent{false}; //!< a challenge ACK was sent (last_oow_ack_time set)
     Time m_lastChallengeAck;         //!< when (tcp_invalid_ratelimit counts from it)
+    bool m_twAckSent{false};         //!< TIME_WAIT answered a segment without data or FIN (tw_last_oow_ack_time set)
+    Time m_lastTwAck;                //!< when (tcp_invalid_ratelimit counts from it)
     bool m_finSent{false};           //!< this end's FIN went out
     bool m_finOut{false};            //!< ... and is alone in flight, FinTimer timing it
     bool m_finProbe{false};          //!< ... its next resend is the loss probe (no backoff)

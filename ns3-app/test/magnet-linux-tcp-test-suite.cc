@@ -1158,6 +1158,35 @@ class LinuxFinBackoffTestCase : public TestCase
 };
 
 /**
+ * The peer's FIN again in TIME_WAIT, on hosts with lags (AckLag 10 us, ReplyLag 5 us) and on
+ * ideal ones: node 0 connects and half-closes at once; node 1 closes once it has read node 0's
+ * FIN (its FIN at 90 ms).  Node 0 reads it at 120 ms (TIME_WAIT) and ACKs it; node 1 loses that
+ * ACK, so it resends its FIN (its loss probe, at 350 ms).  Node 0, in TIME_WAIT, ACKs the FIN
+ * again (tcp_timewait_state_process: out of window, TCP_TW_ACK), and that ACK closes node 1 at
+ * 410 ms.  ns-3 ignored every segment in TIME_WAIT: node 1 stayed in LAST_ACK, resending its FIN.
+ */
+class LinuxTimeWaitFinAgainTestCase : public TestCase
+{
+  public:
+    LinuxTimeWaitFinAgainTestCase()
+        : TestCase("the peer's FIN again in TIME_WAIT is ACKed again, which closes the peer")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        ForHostLags([this](Time lag) {
+            // At node 1: 0 the SYN, 1 the handshake's ACK, 2 node 0's FIN, 3 its ACK of node 1's FIN.
+            CloseExchange o = CloseExchange::Run(lag, 1, {3});
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.serverClosed.GetSeconds(), 0.410, 0.001, "node 1 closed on the second ACK (lags " << lag << ")");
+            NS_TEST_EXPECT_MSG_EQ(o.clientSent, 5, "SYN, ACK, FIN, its ACK of node 1's FIN, the same again");
+            NS_TEST_EXPECT_MSG_EQ(o.serverSent, 4, "SYN-ACK, ACK, FIN, the FIN resent once");
+        });
+    }
+};
+
+/**
  * Short segments nobody reads: after the quick ACKs the delayed-ACK timer ACKs
  * them, the first after ato = 40 ms (on the 4 ms tick), later ones after a
  * missed timer has doubled ato, capped by the receiver's smoothed RTT (60 ms)
@@ -3436,6 +3465,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxLastAckFinAgainTestCase, Duration::QUICK);
         AddTestCase(new LinuxFinAfterDataTestCase, Duration::QUICK);
         AddTestCase(new LinuxFinBackoffTestCase, Duration::QUICK);
+        AddTestCase(new LinuxTimeWaitFinAgainTestCase, Duration::QUICK);
         AddTestCase(new LinuxOfoGrowWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
