@@ -2952,6 +2952,12 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
         }
         return;
     }
+    // LISTEN: a segment with an ACK (its connection gone) draws a RST (ListenerReset).
+    if (parsed && m_state == LISTEN && (header.GetFlags() & TcpHeader::ACK) && !(header.GetFlags() & TcpHeader::RST))
+    {
+        ListenerReset(header, fromAddress, toAddress);
+        return;
+    }
     // A SYN on a synchronized connection: a challenge ACK, the SYN discarded (SynChallenge).
     if (parsed && (header.GetFlags() & TcpHeader::SYN) && !(header.GetFlags() & TcpHeader::RST) &&
         (m_state == ESTABLISHED || m_state == CLOSE_WAIT || m_state == FIN_WAIT_1 || m_state == FIN_WAIT_2 ||
@@ -3070,6 +3076,28 @@ MagnetLinuxTcpSocket::TimeWaitSegment(const TcpHeader& header, uint32_t payload)
         m_timewaitEvent.Cancel();
         m_timewaitEvent = Simulator::Schedule(Seconds(2 * m_msl), &MagnetLinuxTcpSocket::CloseAndNotify, this);
     }
+}
+
+void
+MagnetLinuxTcpSocket::ListenerReset(const TcpHeader& header, const Address& fromAddress, const Address& toAddress)
+{
+    // tcp_rcv_state_process, TCP_LISTEN: "if (th->ack) return 1" -- tcp_v4_do_rcv then resets
+    // (tcp_v4_send_reset): a segment with an ACK that reaches the listener belongs to no
+    // connection here, its own gone (reset, or closed: LAST_ACK's end, TIME_WAIT's).  The RST's
+    // sequence is the segment's ACK number (the peer's rcv_nxt as it sent it: in window), no
+    // ACK flag, no options (tcp_v4_send_reset puts no timestamp).  ns-3's listener
+    // (ProcessListen) ignored it: a peer whose RST from the closed socket was lost resent its
+    // data or FIN to the listener until it gave up (tcp_retries2's 924.6 s).
+    TcpHeader rst;
+    rst.SetFlags(TcpHeader::RST);
+    rst.SetSequenceNumber(header.GetAckNumber());
+    rst.SetAckNumber(SequenceNumber32(0));
+    rst.SetSourcePort(header.GetDestinationPort());
+    rst.SetDestinationPort(header.GetSourcePort());
+    rst.SetWindowSize(0);
+    Ptr<Packet> p = Create<Packet>();
+    m_txTrace(p, rst, this);
+    m_tcp->SendPacket(p, rst, toAddress, fromAddress, m_boundnetdevice);
 }
 
 void

@@ -159,6 +159,11 @@ namespace ns3
  *   (a segment without data or FIN at most once per 500 ms, tcp_oow_rate_limited), and one
  *   with an ACK restarts the TIME_WAIT timer; ns-3 ignored it, and the peer stayed in LAST_ACK
  *   resending its FIN.
+ * - **A listener's RST** (tcp_rcv_state_process in LISTEN, tcp_v4_send_reset): a segment with an
+ *   ACK that reaches the listening socket -- its connection gone (reset, closed) -- draws a RST
+ *   whose sequence is the segment's ACK number; ns-3's listener ignored it (ProcessListen), and
+ *   the peer resent to it until it gave up.  (Where no socket listens, ns-3's TcpL4Protocol
+ *   already resets: NoEndPointsFound.)
  */
 class MagnetLinuxTcpSocket : public TcpSocketBase
 {
@@ -237,6 +242,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void LastAckFinAgain(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
     /** tcp_timewait_state_process: a segment in TIME_WAIT ACKed unless a bare ACK at rcv_nxt or a RST. */
     void TimeWaitSegment(const TcpHeader& header, uint32_t payload);
+    /** tcp_v4_send_reset from a listening socket: the RST a segment with an ACK draws. */
+    void ListenerReset(const TcpHeader& header, const Address& fromAddress, const Address& toAddress);
     void DoDispose() override;
     void NotifyConstructionCompleted() override;
 

@@ -1186,6 +1186,71 @@ class LinuxTimeWaitFinAgainTestCase : public TestCase
     }
 };
 
+/** ns-3's TCP has no public abort: its SendRST (what Close() does with unread data). */
+struct TestAbort : public TcpSocketBase
+{
+    static void Reset(Ptr<Socket> socket)
+    {
+        (PeekPointer(DynamicCast<TcpSocketBase>(socket))->*(&TestAbort::SendRST))();
+    }
+};
+
+/**
+ * A segment for a connection that is gone reaches the listener, on hosts with lags (AckLag
+ * 10 us, ReplyLag 5 us) and on ideal ones: node 1 resets the connection it accepts (at 90 ms)
+ * and node 0 loses that RST; node 0 writes 1000 B at 200 ms.  The segment reaches node 1's
+ * listening socket, which answers it with a RST (tcp_rcv_state_process in LISTEN: an ACK ->
+ * tcp_v4_send_reset, its sequence the segment's ACK number): node 0's connection ends at
+ * 260 ms.  ns-3's listener ignored the segment (ProcessListen): node 0 resent it, on its
+ * probe and RTOs, to the end.
+ */
+class LinuxListenerResetTestCase : public TestCase
+{
+  public:
+    LinuxListenerResetTestCase()
+        : TestCase("a segment of a connection gone draws a RST from the listener")
+    {
+    }
+
+  private:
+    struct Outcome
+    {
+        Time closed{-1};    //!< node 0's connection ended (the RST)
+        std::vector<Time> resets; //!< node 1's RSTs
+    };
+
+    Outcome Run(Time ackLag)
+    {
+        Bench bench("100Mbps", "30ms", LaggedHost(ackLag));
+        Outcome o;
+        bench.devices.Get(1)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&OnFlagsTx, &o.resets, uint8_t{TcpHeader::RST}));
+        auto errors = CreateObject<ReceiveListErrorModel>();
+        errors->SetList({1}); // at node 0: 0 the SYN-ACK, 1 node 1's first RST
+        bench.devices.Get(0)->SetAttribute("ReceiveErrorModel", PointerValue(errors));
+        bench.Listen();
+        bench.accepted = [](Ptr<Socket> socket) { Simulator::ScheduleNow([socket]() { TestAbort::Reset(socket); }); };
+        Ptr<Socket> client = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
+        client->Bind();
+        auto closed = MakeBoundCallback(+[](Outcome* out, Ptr<Socket>) { out->closed = Simulator::Now(); }, &o);
+        client->SetCloseCallbacks(closed, closed);
+        client->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        Simulator::Schedule(MilliSeconds(200), [client]() { client->Send(Create<Packet>(1000), 0); });
+        Simulator::Stop(Seconds(10));
+        Simulator::Run();
+        Simulator::Destroy();
+        return o;
+    }
+
+    void DoRun() override
+    {
+        ForHostLags([this](Time lag) {
+            Outcome o = Run(lag);
+            NS_TEST_EXPECT_MSG_EQ(o.resets.size(), 2, "the reset, then the listener's (lags " << lag << ")");
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.closed.GetSeconds(), 0.260, 0.001, "node 0's connection ended by the listener's RST");
+        });
+    }
+};
+
 /**
  * Short segments nobody reads: after the quick ACKs the delayed-ACK timer ACKs
  * them, the first after ato = 40 ms (on the 4 ms tick), later ones after a
@@ -3466,6 +3531,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxFinAfterDataTestCase, Duration::QUICK);
         AddTestCase(new LinuxFinBackoffTestCase, Duration::QUICK);
         AddTestCase(new LinuxTimeWaitFinAgainTestCase, Duration::QUICK);
+        AddTestCase(new LinuxListenerResetTestCase, Duration::QUICK);
         AddTestCase(new LinuxOfoGrowWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
