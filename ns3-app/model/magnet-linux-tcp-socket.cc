@@ -334,6 +334,12 @@ MagnetLinuxTcpSocket::GetRcvSsthresh() const
     return m_rcvSsthresh;
 }
 
+Time
+MagnetLinuxTcpSocket::GetRcvRtt() const
+{
+    return m_rcvRtt;
+}
+
 uint32_t
 MagnetLinuxTcpSocket::GetRcvBuf() const
 {
@@ -942,7 +948,9 @@ MagnetLinuxTcpSocket::RcvRttMeasure(const TcpHeader& header, uint32_t len)
 {
     // The receiver's RTT (rcv_rtt_est), which paces autotuning: from the timestamp
     // the peer echoes (tcp_rcv_rtt_measure_ts), else once per window of data
-    // (tcp_rcv_rtt_measure, which only lowers it).
+    // (tcp_rcv_rtt_measure, which only lowers it).  Only tcp_rcv_established takes the
+    // timestamp's sample: a receiver that has sent its FIN (FIN_WAIT_1, FIN_WAIT_2: data
+    // goes through tcp_rcv_state_process to tcp_data_queue) has the window's alone.
     auto update = [this](Time sample, bool windowed) {
         if (m_rcvRtt.IsZero() || sample < m_rcvRtt)
         {
@@ -964,7 +972,7 @@ MagnetLinuxTcpSocket::RcvRttMeasure(const TcpHeader& header, uint32_t len)
         m_rcvRttSeq = next + m_rcvWnd;
         m_rcvRttTime = now;
     }
-    if (m_timestampEnabled && header.HasOption(TcpOption::TS))
+    if (m_timestampEnabled && m_state == ESTABLISHED && header.HasOption(TcpOption::TS))
     {
         auto ts = DynamicCast<const TcpOptionTS>(header.GetOption(TcpOption::TS));
         uint32_t ecr = ts->GetEcho();
@@ -2976,6 +2984,34 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
         !(header.GetFlags() & (TcpHeader::SYN | TcpHeader::RST)) && header.GetAckNumber() <= m_tcb->m_highTxMark.Get())
     {
         LastAckFinAgain(packet, fromAddress, toAddress);
+        return;
+    }
+    // FIN_WAIT_1, FIN_WAIT_2 (this end sent its FIN first): the peer's FIN on its last data.
+    // ns-3 (ProcessWait) puts the FIN at the segment's first byte, behind the data it has just
+    // queued, so its ACK leaves the FIN unacknowledged and the peer, in LAST_ACK, resends it
+    // (to be ACKed from TIME_WAIT).  Linux queues the data, then the FIN after it
+    // (tcp_data_queue, tcp_fin).  So: the data (as an ACK), then the FIN alone, at its place.
+    if (parsed && (m_state == FIN_WAIT_1 || m_state == FIN_WAIT_2) && (header.GetFlags() & TcpHeader::FIN) &&
+        (header.GetFlags() & TcpHeader::ACK) && !(header.GetFlags() & (TcpHeader::SYN | TcpHeader::RST)) &&
+        packet->GetSize() > header.GetSerializedSize())
+    {
+        Ptr<Packet> data = packet->Copy();
+        TcpHeader dataHeader;
+        data->RemoveHeader(dataHeader);
+        const uint32_t payload = data->GetSize();
+        dataHeader.SetFlags(dataHeader.GetFlags() & ~TcpHeader::FIN);
+        data->AddHeader(dataHeader);
+        Ptr<MagnetLinuxTcpSocket> self(this); // the FIN may close it
+        TcpSocketBase::DoForwardUp(data, fromAddress, toAddress);
+        if (m_state == FIN_WAIT_1 || m_state == FIN_WAIT_2)
+        {
+            Ptr<Packet> fin = Create<Packet>();
+            TcpHeader finHeader = header;
+            finHeader.SetSequenceNumber(header.GetSequenceNumber() + payload);
+            finHeader.SetFlags(header.GetFlags() & ~TcpHeader::PSH);
+            fin->AddHeader(finHeader);
+            TcpSocketBase::DoForwardUp(fin, fromAddress, toAddress);
+        }
         return;
     }
     bool ackOnly = parsed &&

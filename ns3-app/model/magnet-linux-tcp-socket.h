@@ -141,6 +141,11 @@ namespace ns3
  *   retransmission (retransmits_timed_out: 924.6 s), not after ns-3's 6 RTOs;
  *   the RTO doubles up to 120 s (ns-3: 60 s); the SYN's timer stays at 1 s
  *   for tcp_syn_linear_timeouts (4) retransmissions before doubling.
+ * - **A receiver that closed first** (FIN_WAIT_1, FIN_WAIT_2: Linux's tcp_rcv_state_process,
+ *   not tcp_rcv_established): its RTT for autotuning comes from the window's measure alone,
+ *   no timestamp samples (tcp_rcv_rtt_measure_ts), so its buffer first grows once a window of
+ *   data is in; the peer's FIN on its last data is queued after the data and ACKed with it
+ *   (ns-3's ProcessWait put it at the segment's first byte and left it unACKed).
  * - **A SYN on a synchronized connection** (tcp_validate_incoming, RFC 5961 4.2): the peer's
  *   resent SYN-ACK (this end's ACK of it lost) or SYN draws a challenge ACK, at most one per
  *   500 ms (tcp_invalid_ratelimit), and is discarded; ns-3 reset cwnd on it and sent nothing,
@@ -213,6 +218,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint32_t GetWindowClamp() const; //!< the largest window it will advertise now
     uint32_t GetRcvSsthresh() const; //!< rcv_ssthresh: the window's growth so far
     uint32_t GetRcvBuf() const;      //!< sk_rcvbuf: memory, bytes
+    Time GetRcvRtt() const;          //!< rcv_rtt_est: the receiver's RTT estimate (0: none yet)
     uint32_t GetSndBuf() const;      //!< sk_sndbuf: memory, bytes
 
   protected:

@@ -3511,6 +3511,119 @@ class LinuxOfoGrowWindowTestCase : public TestCase
     }
 };
 
+/**
+ * A bulk transfer over 20 Mbit/s, 60 ms to a receiver that shut down its sending side at
+ * once (the real replay's receiving end, with nothing to write: FIN_WAIT_2 through the
+ * transfer).  Linux takes the receiver's RTT from the echoed timestamp only in
+ * tcp_rcv_established; in FIN_WAIT_2 data goes through tcp_rcv_state_process, and the
+ * RTT comes from the window's measure alone (tcp_rcv_rtt_measure: the time a window of
+ * data, rcv_wnd, took to arrive), so autotuning waits for a window of data.  (Linux 6.18
+ * over linkem, 60 ms, cross traffic: the replay's receiver grew its window from the 47th
+ * segment on, an ESTABLISHED one's from the 31st.)
+ */
+class LinuxHalfClosedRcvRttTestCase : public TestCase
+{
+  public:
+    LinuxHalfClosedRcvRttTestCase()
+        : TestCase("a receiver in FIN_WAIT_2 takes its RTT from a window of data, not from timestamps")
+    {
+    }
+
+  private:
+    struct Outcome
+    {
+        Time early; //!< its RTT estimate after two round trips of data
+        Time first; //!< its first estimate
+    };
+
+    Outcome Run(bool halfClose)
+    {
+        Bench bench("20Mbps", "30ms");
+        if (halfClose)
+        {
+            bench.accepted = [](Ptr<Socket> socket) { socket->ShutdownSend(); };
+        }
+        bench.Listen();
+        bench.Writer({{0, 3000000}});
+        bench.Hold(MilliSeconds(150));
+        Outcome o;
+        // Connected at 60 ms; data from then on arrives 30 ms later, in rounds of 10, 20, 40...
+        Simulator::Schedule(MilliSeconds(200), [&bench, &o]() { o.early = bench.Receiver()->GetRcvRtt(); });
+        for (Time t = MilliSeconds(155); t < Seconds(1); t += MilliSeconds(1))
+        {
+            Simulator::Schedule(t, [&bench, &o]() {
+                o.first = o.first.IsZero() ? bench.Receiver()->GetRcvRtt() : o.first;
+            });
+        }
+        Simulator::Stop(Seconds(1));
+        Simulator::Run();
+        Simulator::Destroy();
+        return o;
+    }
+
+    void DoRun() override
+    {
+        Outcome established = Run(false);
+        NS_TEST_ASSERT_MSG_EQ_TOL(established.early.GetMilliSeconds(), 61, 2,
+                                  "ESTABLISHED: the echoed timestamp's sample, a round trip");
+        Outcome halfClosed = Run(true);
+        NS_TEST_ASSERT_MSG_EQ(halfClosed.early, Time(0), "FIN_WAIT_2: no sample before a window of data");
+        NS_TEST_ASSERT_MSG_GT(halfClosed.first, MilliSeconds(90),
+                              "then the window's: the time a window of data took, over a round trip");
+    }
+};
+
+/**
+ * The receiver shut down its sending side first (FIN_WAIT_2); the sender's FIN rides on its
+ * last data (tcp_send_fin).  Linux queues the data, then the FIN after it, and ACKs both:
+ * the FIN goes once.  (ns-3's ProcessWait put the FIN at the segment's first byte, behind
+ * the data: its ACK left the FIN unacknowledged, and the sender resent its FIN from
+ * LAST_ACK, to be ACKed from TIME_WAIT.)
+ */
+class LinuxFinWaitPeerFinTestCase : public TestCase
+{
+  public:
+    LinuxFinWaitPeerFinTestCase()
+        : TestCase("in FIN_WAIT_2, the peer's FIN on its last data is ACKed with it: the peer's LAST_ACK ends")
+    {
+    }
+
+  private:
+    static void OnState(std::vector<std::pair<Time, TcpSocket::TcpStates_t>>* out, TcpSocket::TcpStates_t,
+                        TcpSocket::TcpStates_t now)
+    {
+        out->emplace_back(Simulator::Now(), now);
+    }
+
+    static void OnTx(uint32_t* fins, Ptr<const Packet>, const TcpHeader& header, Ptr<const TcpSocketBase>)
+    {
+        *fins += (header.GetFlags() & TcpHeader::FIN) ? 1 : 0;
+    }
+
+    void DoRun() override
+    {
+        Bench bench("20Mbps", "30ms");
+        bench.accepted = [](Ptr<Socket> socket) { socket->ShutdownSend(); };
+        bench.Listen();
+        Ptr<MagnetReplayApplication> app = bench.Writer({{0, 50000}});
+        std::vector<std::pair<Time, TcpSocket::TcpStates_t>> states;
+        uint32_t fins = 0;
+        Simulator::Schedule(MilliSeconds(1), [app, &states, &fins]() {
+            app->GetSocket()->TraceConnectWithoutContext("State", MakeBoundCallback(&OnState, &states));
+            app->GetSocket()->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, &fins));
+        });
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        Simulator::Destroy();
+        NS_TEST_ASSERT_MSG_EQ(states.empty(), false, "the sender's states traced");
+        bool lastAck = std::any_of(states.begin(), states.end(),
+                                   [](const auto& s) { return s.second == TcpSocket::LAST_ACK; });
+        NS_TEST_ASSERT_MSG_EQ(lastAck, true, "the receiver closed first: the sender went through LAST_ACK");
+        NS_TEST_ASSERT_MSG_EQ(states.back().second, TcpSocket::CLOSED, "its FIN was ACKed: it closed");
+        NS_TEST_ASSERT_MSG_EQ(fins, 1, "the FIN went once, with the last data: ACKed with it, never resent");
+    }
+};
+
 class MagnetLinuxTcpTestSuite : public TestSuite
 {
   public:
@@ -3533,6 +3646,8 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxTimeWaitFinAgainTestCase, Duration::QUICK);
         AddTestCase(new LinuxListenerResetTestCase, Duration::QUICK);
         AddTestCase(new LinuxOfoGrowWindowTestCase, Duration::QUICK);
+        AddTestCase(new LinuxHalfClosedRcvRttTestCase, Duration::QUICK);
+        AddTestCase(new LinuxFinWaitPeerFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
         AddTestCase(new LinuxProbeAfterSackTestCase, Duration::QUICK);
