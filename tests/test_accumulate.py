@@ -8,6 +8,8 @@ from magnetlib.accumulate import Index, Moments, OrderStats, _log_linear, c_loop
 
 from .conftest import both_versions
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 batches = st.lists(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0, 1, 7, 2**62 - 3, 2**64 - 1])),
                             max_size=60), max_size=5)
 

@@ -73,6 +73,7 @@ def test_cross_traffic_share_matches_its_setting_in_both_engines(kind, tmp_path)
     assert ns3["queue_p50"] <= 1, ns3
 
 
+@pytest.mark.cpu                 # nothing real-time: `make test` runs it beside others
 @pytest.mark.parametrize("kind, spread", [("pareto:50%", (30, 70)), ("poisson:30%", (29, 31))])
 def test_udp_source_share_over_many_draws_is_its_setting(kind, spread):
     """The sources are right on average: over 200 seeds a 30 s schedule's mean share is its
@@ -86,6 +87,7 @@ def test_udp_source_share_over_many_draws_is_its_setting(kind, spread):
     assert 0 < got["draws_within_5pct"] <= 100
 
 
+@pytest.mark.cpu                 # nothing real-time: `make test` runs it beside others
 def test_held_pareto_share_over_many_draws_is_its_setting():
     """Held over every 10 s, each of 200 draws of 30 s is its setting; over the 32 s ns-3 runs
     (a part of a fourth window, as drawn: a window opens with a burst) nearly all are within
@@ -144,6 +146,7 @@ def test_agreement_study_writes_its_cells_and_cross_table(base_study):
     assert f"given to the study (`--host-lags {LAGS}`)" in readme
 
 
+@pytest.mark.cpu                 # nothing real-time: `make test` runs it beside others
 def test_cells_compare_medians_and_show_linuxs_spread():
     runs = pd.DataFrame([
         {"engine": e, "setting": "base", "workload": "paper", "stack": 1, "run": r, "mean_size": size,
@@ -158,6 +161,7 @@ def test_cells_compare_medians_and_show_linuxs_spread():
     assert agreement.mechanism(row) == agreement.SPREAD_NOTE      # and within Linux's spread
 
 
+@pytest.mark.cpu                 # nothing real-time: `make test` runs it beside others
 def test_update_reruns_only_its_settings_and_keeps_the_rest(tmp_path):
     """--update: the re-run settings' rows replace the previous map's, every other setting's
     are kept, in the study's order; a previous map with other --runs is refused."""
@@ -181,6 +185,7 @@ def test_update_reruns_only_its_settings_and_keeps_the_rest(tmp_path):
         agreement.previous_runs(agreement.options(["--update", str(tmp_path), "--runs", "3"]))
 
 
+@pytest.mark.cpu                 # nothing real-time: `make test` runs it beside others
 def test_bursts_split_at_silences():
     ms = 1_000_000
     times = np.r_[np.arange(0, 100 * ms, ms // 2), np.arange(300 * ms, 350 * ms, ms // 2)]

@@ -14,6 +14,8 @@ from magnet.replay import engines
 
 from .conftest import require
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 COMMITTED = Path(__file__).resolve().parents[1] / "experiments" / "results" / "agreement"
 
 

@@ -15,6 +15,8 @@ from magnetlib.format import Event
 
 from .test_app_demand import MS, TracePair
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 APP = "http-python"
 ENDS = {CLIENT: ("10.0.0.1", 40000), SERVER: ("10.0.0.2", 80)}
 

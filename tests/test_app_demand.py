@@ -221,6 +221,7 @@ def test_magnet_form_byte_swapped(tmp_path):
     assert np.array_equal(back.think_ns, d.think_ns) and np.array_equal(back.wait_bytes, d.wait_bytes)
 
 
+@pytest.mark.cpu                 # nothing real-time: `make test` runs it beside others
 def test_every_command_reads_the_magnet_form(tmp_path):
     d = connections.build(request_response(tmp_path).write(tmp_path))
     path = tmp_path / "d.magnet"
@@ -233,6 +234,7 @@ def test_every_command_reads_the_magnet_form(tmp_path):
     assert list(one.size) == [300, 2000]
 
 
+@pytest.mark.cpu                 # nothing real-time: `make test` runs it beside others
 def test_cli_builds_from_a_path_capture(tmp_path):
     request_response(tmp_path).write(tmp_path)
     for given in ([tmp_path / "T"], [tmp_path / "T.client.magnet", tmp_path / "T.server.magnet"]):

@@ -11,6 +11,8 @@ from magnet.experiments import common
 
 from .conftest import REPO
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 BENCHES = sorted(p.stem for p in (REPO / "experiments").glob("bench_*.py"))
 
 

@@ -9,6 +9,8 @@ from magnetlib.errors import BuildError
 
 from .conftest import require_tool
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 MAKEFILE = """OUTPUT ?= build
 CC ?= cc
 $(OUTPUT)/hello: hello.c

@@ -9,6 +9,8 @@ from magnetlib.format import Event
 
 from .conftest import BIN, assert_clean_error
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 
 @pytest.fixture
 def ftp(tmp_path, magnet):

@@ -6,6 +6,8 @@ import pytest
 from magnet.experiments.common import STUDIES
 from magnetlib.cli import build_parser, main
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 
 def parsers(parser: argparse.ArgumentParser, name: str = "magnet"):
     """`parser` and every subcommand's parser below it, with their full names."""

@@ -6,6 +6,8 @@ import magnetlib
 from magnetlib import demand, synth
 from magnetlib.format import Event
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 
 def _trace(tmp_path):
     rec = magnetlib.empty_records(8)

@@ -11,6 +11,8 @@ from magnetlib import cli
 
 from .test_layers import modules
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 
 # Exceptions that steer control inside one module and never reach a command's handler.
 INTERNAL = {

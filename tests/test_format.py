@@ -9,6 +9,8 @@ from magnetlib import format as fmt
 
 from .conftest import REPO, require_tool
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 HEADER = REPO / "capture" / "magnet_format.h"
 
 

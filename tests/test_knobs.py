@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 from magnetlib import knobs
 from magnet.replay import scenario
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 
 @pytest.mark.parametrize("text", ["20Mbps", "20mbit", "20e6", "20M", "20 Mbit/s", "20000000", "0.02Gbps"])
 def test_rates_are_bits_whatever_the_spelling(text):

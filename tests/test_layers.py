@@ -13,6 +13,8 @@ import pytest
 
 from .conftest import REPO
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 # Package name -> the folder it is installed from (setup.cfg's package_dir).
 LAYERS = [("magnetlib", "magnetlib"), ("magnet.capture", "capture"), ("magnet.replay", "replay"),
           ("magnet.experiments", "experiments")]

@@ -17,6 +17,8 @@ from magnetlib import metrics
 from .conftest import BIN, assert_clean_error, require
 from .librarygen import MIDNIGHT_NS, big_trace, make_trace
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 
 @pytest.fixture(autouse=True)
 def _needs_library_packages():

@@ -12,6 +12,8 @@ from magnetlib.library import Library, export
 from .conftest import assert_clean_error, run_magnet
 from .test_app_demand import CLIENT, MS, SERVER, TracePair
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 pytest.importorskip("duckdb")
 
 

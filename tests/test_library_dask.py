@@ -9,6 +9,8 @@ import pytest
 from .conftest import require
 from .librarygen import MIDNIGHT_NS, make_trace
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 
 def _require_packages():
     for name in ("pyarrow", "duckdb", "dask", "distributed"):

@@ -11,6 +11,8 @@ from magnetlib import demand
 from .conftest import assert_clean_error, require
 from .librarygen import MIDNIGHT_NS, make_trace
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):

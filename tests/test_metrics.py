@@ -12,6 +12,8 @@ from magnetlib.format import Event
 
 from .conftest import both_versions
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 4), st.integers(-1000, 10**6)), max_size=200))

@@ -25,6 +25,8 @@ from magnetlib import knobs
 
 from .conftest import assert_clean_error, ns3_programs, run_magnet
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 
 @pytest.fixture(scope="session")
 def programs():

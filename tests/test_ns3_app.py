@@ -21,6 +21,8 @@ from magnet.replay.scenario import Path as NetPath, Scenario, cross
 
 from .conftest import assert_clean_error, ns3_programs, run_magnet
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 MS = 1_000_000
 COLUMNS = "connection,event,side,time_ns,size,adu,wait_bytes,think_ns,after"
 # Five connections: three overlapping request/response ones, one opened after the

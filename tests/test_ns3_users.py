@@ -20,6 +20,8 @@ from magnetlib import synth
 from .conftest import ns3_programs, require
 from .test_ns3_app import COLUMNS, ROWS
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "ns3-replay.md"
 
 

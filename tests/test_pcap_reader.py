@@ -17,6 +17,8 @@ from magnetlib.pcap.writer import synthetic_packets, write_pcap
 from .conftest import FUZZ_EXAMPLES, assert_clean_error, both_versions, numpy_only
 from .pcapgen import T0, frames, write_classic, write_pcapng
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 DATA = Path(__file__).parent / "data" / "tcpdump"
 CORPUS = Path("/work/shared/corpus/tcpdump-tests")
 

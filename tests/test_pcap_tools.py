@@ -10,6 +10,8 @@ from magnetlib.pcap.writer import synthetic_packets, write_pcap
 
 from .conftest import assert_clean_error
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 T0 = 1_700_000_000_000_000_000
 
 

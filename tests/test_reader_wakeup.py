@@ -11,6 +11,8 @@ import pytest
 
 from magnet.experiments import reader_wakeup
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 ME, PEER = bytes([10, 0, 0, 2]), bytes([10, 0, 0, 1])
 
 

@@ -2,8 +2,11 @@
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
+import pytest
 
 from magnet.replay import report
+
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
 
 
 @given(st.lists(st.tuples(st.integers(0, 10**9), st.integers(1, 65535)), min_size=1, max_size=200),

@@ -2,8 +2,11 @@
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
+import pytest
 
 from magnetlib import segmentation
+
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
 
 sizes = st.lists(st.integers(0, 3000), min_size=0, max_size=60)
 

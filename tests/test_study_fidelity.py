@@ -205,6 +205,7 @@ def test_reanalyse_counts_the_predictors_the_study_ran(study, tmp_path):
     assert set(pd.read_csv(tmp_path / "again" / "summary.csv")["predictor"]) == {"truth", "demand-tcp", "demand-ns3"}
 
 
+@pytest.mark.cpu                 # refusals before any replay: nothing real-time
 def test_rerun_refuses_what_it_cannot_rerun(tmp_path):
     """One line each: a real-time predictor, no --work, a directory that holds no study, a
     study without runs of the predictor (the checks before any replay need no root)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from magnet.experiments import ftp_server, modmap
 from magnet.replay import engines
@@ -31,6 +32,7 @@ def run_study(out, *options) -> pd.DataFrame:
     return table
 
 
+@pytest.mark.cpu                 # ns-3 alone: nothing real-time
 def test_ns3_map_a_smaller_mtu_later_splits_every_segment(tmp_path):
     require_engine("ns-3")
     table = run_study(tmp_path / "m", "--engines", "ns-3", "--settings", "base,later-mtu=576",
@@ -76,6 +78,7 @@ def test_live_ftp_workload_into_a_new_work_directory(tmp_path):
     assert set(table["workload"]) == {"vsftpd"} and list(table["stack"]) == [0, 1, 2]
 
 
+@pytest.mark.cpu                 # nothing real-time: `make test` runs it beside others
 def test_bad_options_are_one_line(tmp_path):
     for options in (["--settings", "nosuch"], ["--engines", "ns-4"], ["--workloads", "x"]):
         proc = run_magnet("experiment", "modmap", "--out", tmp_path, *options)

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from magnet.experiments import multistack
 from magnetlib import demand as demand_mod
@@ -65,6 +66,7 @@ def test_multistack_quick_every_engine(tmp_path):
     no_namespaces_left()
 
 
+@pytest.mark.cpu                 # ns-3 alone: nothing real-time
 def test_multistack_says_what_it_skips(tmp_path):
     require_ns3()
     out = tmp_path / "ns3-only"

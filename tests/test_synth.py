@@ -2,9 +2,12 @@
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import pytest
 
 from magnetlib import synth
 from magnetlib.demand import Demand
+
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
 
 
 def test_workloads_have_the_papers_shapes():

@@ -13,6 +13,8 @@ from magnetlib.meta import TraceMeta
 
 from .conftest import FUZZ_EXAMPLES, both_versions
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 DATA_EVENTS = [ev for ev in Event if ev not in (Event.SYSINFO, Event.META)]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -12,6 +12,8 @@ from magnetlib.errors import TraceError
 
 from .pcapgen import write_classic
 
+pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
+
 MS = 1_000_000
 CLIENT_IP, SERVER_IP = "10.203.1.1", "10.203.1.2"
 
