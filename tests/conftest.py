@@ -117,17 +117,24 @@ def magnet():
     return run_magnet
 
 
+# The demo's transfer in the tests: --quick's 4 s held real TCP for 20 s (the capture, then
+# four stacks offline); 2 s (16 writes) show every step and every check of it.
+DEMO_SECONDS = 2
+
+
 @pytest.fixture(scope="session")
 def demo_quick(tmp_path_factory):
-    """`python -m magnet.experiments.demo --quick`, run once for the suite: (the completed
-    process, its --out, its fidelity study's --work).  tests/test_study_multistack.py checks
-    the demo; tests/test_study_fidelity.py reads the fidelity study the demo ran (the
-    `fidelity --quick --apps http-python --paths 60ms-10M --runs 2` it would run itself).
-    Request it after the test's own requirements (request.getfixturevalue)."""
+    """`python -m magnet.experiments.demo --quick --duration DEMO_SECONDS`, run once for the
+    suite: (the completed process, its --out, its fidelity study's --work).
+    tests/test_study_multistack.py checks the demo; tests/test_study_fidelity.py reads the
+    fidelity study the demo ran (the `fidelity --quick --apps http-python --paths 60ms-10M
+    --runs 2` it would run itself).  Request it after the test's own requirements
+    (request.getfixturevalue)."""
     base = tmp_path_factory.mktemp("demo")
     out, work = base / "demo", base / "work"
-    proc = subprocess.run([sys.executable, "-m", "magnet.experiments.demo", "--quick", "--out", str(out),
-                           "--work", str(work)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "magnet.experiments.demo", "--quick", "--duration",
+                           str(DEMO_SECONDS), "--out", str(out), "--work", str(work)],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
     yield proc, out, work
     shutil.rmtree(base, ignore_errors=True)
 
