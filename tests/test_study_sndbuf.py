@@ -10,7 +10,9 @@ from .test_study_traces import run_study
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    return run_study(tmp_path_factory, "sndbuf") / "results"
+    """`sndbuf --quick --duration 2`: each case 2 s (--quick's 3); a bulk transfer fills its
+    buffer and a stream writes dozens of frames in that."""
+    return run_study(tmp_path_factory, "sndbuf", "--duration", "2") / "results"
 
 
 def test_results_written(study):

@@ -19,18 +19,20 @@ MSS = 1448                       # MTU 1500, IPv4, TCP timestamps
 
 
 def run_study(factory, name: str, *args) -> Path:
-    """Run `magnet experiment NAME --quick` (root and the BPF capture needed) into a fresh directory."""
+    """Run `magnet experiment NAME --quick [ARGS]` (root and the BPF capture needed) into a fresh directory."""
     require_root()
     why = wire.bpf_unavailable()
     require(why is None, f"BPF capture unavailable: {why}")
     out = factory.mktemp(name)
-    run_magnet("experiment", name, "--quick", "--out", out / "results", "--work", out / "work", check=True)
+    run_magnet("experiment", name, "--quick", *args, "--out", out / "results", "--work", out / "work", check=True)
     return out
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    return run_study(tmp_path_factory, "traces")
+    """`traces --quick --duration 2`: each stream 2 s (--quick's 4): 10 writes of ftp-slow,
+    100 of ftp, every check of each write and packet."""
+    return run_study(tmp_path_factory, "traces", "--duration", "2")
 
 
 def sides(path):
