@@ -11,7 +11,6 @@ import pytest
 
 from magnet.experiments import reader_wakeup
 
-pytestmark = pytest.mark.cpu           # nothing real-time: `make test` runs it beside others
 
 ME, PEER = bytes([10, 0, 0, 2]), bytes([10, 0, 0, 1])
 
@@ -29,6 +28,7 @@ def write_pcap(path, packets) -> None:
     path.write_bytes(b"".join(out))
 
 
+@pytest.mark.cpu                 # analysis of a capture written here: nothing real-time
 def test_ack_lags_and_the_wakeup_from_a_capture(tmp_path):
     """Each ACK's lag is after the latest data of its own connection; the wake-up is the
     reader's median less the softirq's (lags over 100 us counted apart)."""
@@ -52,6 +52,7 @@ def test_ack_lags_and_the_wakeup_from_a_capture(tmp_path):
     assert row["later_pct"] == pytest.approx(100 / 41)
 
 
+@pytest.mark.cpu                 # analysis of a capture written here: nothing real-time
 def test_a_capture_not_in_nanoseconds_is_refused_and_an_empty_one_has_no_lags(tmp_path):
     (tmp_path / "u.pcap").write_bytes(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 101))
     with pytest.raises(ValueError, match="nanosecond"):
@@ -60,6 +61,7 @@ def test_a_capture_not_in_nanoseconds_is_refused_and_an_empty_one_has_no_lags(tm
     assert reader_wakeup.ack_lags_us(reader_wakeup.read_pcap(tmp_path / "e.pcap"), ME).size == 0
 
 
+@pytest.mark.cpu                 # analysis of a capture written here: nothing real-time
 def test_reply_lags_from_a_capture(tmp_path):
     """Each pure ACK the host received on a connection it sends data on: the lag to the first
     data it sent on that connection after it, counted only if that left before the next ACK."""
@@ -81,6 +83,7 @@ def test_reply_lags_from_a_capture(tmp_path):
     assert reader_wakeup.replies(np.zeros(0))["replies"] == 0
 
 
+@pytest.mark.cpu                 # the measurement stood in for: nothing real-time
 def test_a_study_measures_its_host_lags_or_says_why_not(tmp_path, monkeypatch):
     """for_study: --host-lags as given; --quick the constants; a host without the emulator, a
     measurement that fails or gives no value, the constants and why; else each lag the median
