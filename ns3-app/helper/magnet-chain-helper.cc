@@ -169,6 +169,20 @@ MagnetChain::BuildStack(uint32_t k, Ptr<Node> sender, Ptr<Node> receiver, Ipv4Ad
     stack.path = MagnetPathHelper(config).Install(sender, receiver, ip);
     MagnetSinkHelper sinks(m_profile.SocketFactory().GetName(), InetSocketAddress(Ipv4Address::GetAny(), kPort));
     sinks.SetAttribute("ReadSize", UintegerValue(m_config.tcp.readSize));
+    if (m_config.tcp.Linux())
+    {
+        // The real replay's receiving end has nothing to write: it shuts down its sending side
+        // (its FIN) at its time zero, the demand's (replay/endpoint.py: Replayer.run), and
+        // receives the whole transfer in FIN_WAIT_2.
+        if (m_config.cross.empty())
+        {
+            sinks.SetAttribute("HalfCloseAfter", TimeValue(m_config.startOffset));
+        }
+        else
+        {
+            sinks.SetAttribute("HalfCloseAt", TimeValue(m_config.crossLead));
+        }
+    }
     stack.sink = DynamicCast<MagnetSinkApplication>(sinks.Install(receiver).Get(0));
     stack.sink->SetSocketAttribute("SegmentSize", segment);
     MagnetReplayHelper replay(m_profile.SocketFactory().GetName(), InetSocketAddress(stack.path.receiverAddress, kPort));

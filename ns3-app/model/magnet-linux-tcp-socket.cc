@@ -401,7 +401,7 @@ MagnetLinuxTcpSocket::ReceivedData(Ptr<Packet> packet, const TcpHeader& tcpHeade
     if (!m_seqInit)
     {
         m_seqInit = true;
-        m_copiedSeq = m_rcvqSeq = expected;
+        m_copiedSeq = m_rcvqSeq = m_oooEnd = expected;
         m_rcvqTime = Simulator::Now();
     }
     uint32_t len = packet->GetSize();
@@ -429,6 +429,13 @@ MagnetLinuxTcpSocket::ReceivedData(Ptr<Packet> packet, const TcpHeader& tcpHeade
         // the window would not advance).  Short segments are left out, as tcp_grow_window's
         // truesize check leaves them out in Linux (this model has no truesize).
         GrowWindow(len, len);
+    }
+    if (!inOrder)
+    {
+        // tcp_data_queue_ofo ends by provisioning the buffer for the out-of-order data
+        // (tcp_rcvbuf_grow with the last measurement, Linux 6.16 on).
+        m_oooEnd = std::max(m_oooEnd, tcpHeader.GetSequenceNumber() + len);
+        RcvBufGrow(m_rcvqSpace);
     }
     // Linux decides on the ACK in its softirq, before the woken reader takes the data
     // (its window check sees the segment still queued); ns-3's reader takes it at once,
@@ -914,33 +921,50 @@ MagnetLinuxTcpSocket::GrowWindow(uint32_t len, uint32_t uncharged)
 void
 MagnetLinuxTcpSocket::RcvSpaceAdjust()
 {
-    // tcp_rcv_space_adjust: once a receiver's RTT, grow the buffer to hold twice what
-    // the application read in it (four times while that grows), up to tcp_rmem[2].
+    // tcp_rcv_space_adjust: once a receiver's RTT, what the application read in it (less
+    // what is still queued) grows the buffer if it is more than last time.
     Time now = Simulator::Now();
     if (m_rcvRtt.IsZero() || now - m_rcvqTime < m_rcvRtt)
     {
         return;
     }
-    uint32_t copied = m_copiedSeq - m_rcvqSeq;
-    if (copied > m_rcvqSpace)
+    int64_t inq = m_tcb->m_rxBuffer->NextRxSequence() - m_copiedSeq;
+    int64_t copied = static_cast<int64_t>(m_copiedSeq - m_rcvqSeq) - inq;
+    if (copied > static_cast<int64_t>(m_rcvqSpace))
     {
-        if (m_soRcvBuf == 0)
-        {
-            const uint64_t advmss = m_tcb->m_segmentSize;
-            uint64_t rcvwin = 2 * static_cast<uint64_t>(copied) + 16 * advmss;
-            uint64_t grow = rcvwin * (copied - m_rcvqSpace) / std::max<uint32_t>(1, m_rcvqSpace);
-            rcvwin += grow << 1;
-            uint64_t rcvbuf = std::min<uint64_t>(SpaceFromWin(rcvwin), m_rmemMax);
-            if (rcvbuf > m_rcvBuf)
-            {
-                m_rcvBuf = rcvbuf;
-                m_windowClamp = WinFromSpace(rcvbuf);
-            }
-        }
-        m_rcvqSpace = copied;
+        RcvBufGrow(static_cast<uint32_t>(copied));
     }
     m_rcvqSeq = m_copiedSeq;
     m_rcvqTime = now;
+}
+
+void
+MagnetLinuxTcpSocket::RcvBufGrow(uint32_t newval)
+{
+    // tcp_rcvbuf_grow (Linux 6.18): a window of twice what was read in the last RTT (DRS
+    // is always one RTT late), plus twice its growth over the RTT before (slow start),
+    // plus the span of the out-of-order queue; the buffer that holds it, up to tcp_rmem[2].
+    // (Linux before 6.16 added 16 segments to the window before its growth was scaled.)
+    const uint32_t oldval = std::max<uint32_t>(1, m_rcvqSpace);
+    m_rcvqSpace = newval;
+    if (m_soRcvBuf)
+    {
+        return; // SOCK_RCVBUF_LOCK
+    }
+    uint64_t rcvwin = 2 * static_cast<uint64_t>(newval);
+    uint64_t grow = newval > oldval ? rcvwin * (newval - oldval) / oldval : 0;
+    rcvwin += grow << 1;
+    Ptr<TcpRxBuffer> rx = m_tcb->m_rxBuffer;
+    if (rx->Size() > rx->Available() && m_oooEnd > rx->NextRxSequence())
+    {
+        rcvwin += m_oooEnd - rx->NextRxSequence();
+    }
+    uint64_t rcvbuf = std::min<uint64_t>(SpaceFromWin(rcvwin), m_rmemMax);
+    if (rcvbuf > m_rcvBuf)
+    {
+        m_rcvBuf = rcvbuf;
+        m_windowClamp = WinFromSpace(rcvbuf);
+    }
 }
 
 void

@@ -288,6 +288,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint32_t SelectWindow() const;
     void GrowWindow(uint32_t len, uint32_t uncharged = 0);
     void RcvSpaceAdjust();
+    void RcvBufGrow(uint32_t newval);
     void WakeReader(); //!< data became readable: the application reads, now or once woken
     void ReadNow();    //!< the application's read of what is readable, then tcp_cleanup_rbuf
     void RcvRttMeasure(const TcpHeader& header, uint32_t len);
@@ -430,6 +431,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     SequenceNumber32 m_rcvqSeq;   //!< copied_seq at the measurement's start
     Time m_rcvqTime;
     SequenceNumber32 m_copiedSeq; //!< what the application has read
+    SequenceNumber32 m_oooEnd;    //!< the end of the highest out-of-order data received
     Time m_rcvRtt;                //!< rcv_rtt_est: the receiver's RTT estimate (0: none)
     SequenceNumber32 m_rcvRttSeq; //!< the windowed measurement ends when rcv_nxt passes this
     Time m_rcvRttTime;            //!< ... which started then

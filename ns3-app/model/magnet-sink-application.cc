@@ -4,8 +4,11 @@
 #include "ns3/abort.h"
 #include "ns3/log.h"
 #include "ns3/packet.h"
+#include "ns3/simulator.h"
 #include "ns3/tcp-socket-factory.h"
 #include "ns3/uinteger.h"
+
+#include <algorithm>
 
 namespace ns3
 {
@@ -36,6 +39,19 @@ MagnetSinkApplication::GetTypeId()
                           UintegerValue(65536),
                           MakeUintegerAccessor(&MagnetSinkApplication::m_readSize),
                           MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute("HalfCloseAt",
+                          "Each connection shuts down its sending side (its FIN) at this time, or at "
+                          "once if accepted later, as the real replay's receiving end does at its "
+                          "time zero, having nothing to write (negative: see HalfCloseAfter).",
+                          TimeValue(Seconds(-1)),
+                          MakeTimeAccessor(&MagnetSinkApplication::m_halfCloseAt),
+                          MakeTimeChecker())
+            .AddAttribute("HalfCloseAfter",
+                          "Without HalfCloseAt: each connection shuts down its sending side this "
+                          "long after it is accepted (negative: never; it closes when its peer does).",
+                          TimeValue(Seconds(-1)),
+                          MakeTimeAccessor(&MagnetSinkApplication::m_halfCloseAfter),
+                          MakeTimeChecker())
             .AddTraceSource("Read",
                             "Bytes one read delivered to the application.",
                             MakeTraceSourceAccessor(&MagnetSinkApplication::m_readTrace),
@@ -73,6 +89,7 @@ MagnetSinkApplication::DoDispose()
 {
     m_listener = nullptr;
     m_accepted.clear();
+    m_closed.clear();
     Application::DoDispose();
 }
 
@@ -110,6 +127,22 @@ MagnetSinkApplication::HandleAccept(Ptr<Socket> socket, const Address& from)
     socket->SetCloseCallbacks(MakeCallback(&MagnetSinkApplication::HandlePeerClose, this),
                               MakeCallback(&MagnetSinkApplication::HandlePeerClose, this));
     m_accepted.push_back(socket);
+    const bool atTime = !m_halfCloseAt.IsNegative();
+    if (atTime || !m_halfCloseAfter.IsNegative())
+    {
+        Time at = atTime ? std::max(m_halfCloseAt, Simulator::Now()) : Simulator::Now() + m_halfCloseAfter;
+        Simulator::Schedule(at - Simulator::Now(), &MagnetSinkApplication::HalfClose, this, socket);
+    }
+}
+
+void
+MagnetSinkApplication::HalfClose(Ptr<Socket> socket)
+{
+    // The receiving end has nothing to write: shutdown(SHUT_WR), unless its peer closed first.
+    if (std::find(m_closed.begin(), m_closed.end(), socket) == m_closed.end())
+    {
+        socket->ShutdownSend();
+    }
 }
 
 void
@@ -132,6 +165,7 @@ void
 MagnetSinkApplication::HandlePeerClose(Ptr<Socket> socket)
 {
     HandleRead(socket); // whatever is still buffered belongs before the close
+    m_closed.push_back(socket);
     socket->Close();
     m_peerClosedTrace();
 }

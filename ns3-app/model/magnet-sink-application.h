@@ -4,6 +4,7 @@
 
 #include "ns3/address.h"
 #include "ns3/application.h"
+#include "ns3/nstime.h"
 #include "ns3/ptr.h"
 #include "ns3/socket.h"
 #include "ns3/traced-callback.h"
@@ -49,14 +50,18 @@ class MagnetSinkApplication : public Application
     void HandleAccept(Ptr<Socket> socket, const Address& from);
     void HandleRead(Ptr<Socket> socket);
     void HandlePeerClose(Ptr<Socket> socket);
+    void HalfClose(Ptr<Socket> socket);
 
     Address m_local;
     TypeId m_tid;
     uint32_t m_readSize;
+    Time m_halfCloseAt;    //!< when the connections shut down their sending side (negative: see below)
+    Time m_halfCloseAfter; //!< ... else this long after each is accepted (negative: never)
 
     Ptr<Socket> m_listener;
     std::vector<std::pair<std::string, Ptr<AttributeValue>>> m_socketAttributes;
     std::vector<Ptr<Socket>> m_accepted;
+    std::vector<Ptr<Socket>> m_closed; //!< connections whose peer closed (closed here too)
     uint64_t m_totalRx{0};
     uint64_t m_reads{0};
 
