@@ -347,6 +347,12 @@ MagnetLinuxTcpSocket::GetRcvBuf() const
 }
 
 uint32_t
+MagnetLinuxTcpSocket::GetRcvqSpace() const
+{
+    return m_rcvqSpace;
+}
+
+uint32_t
 MagnetLinuxTcpSocket::GetSndBuf() const
 {
     return static_cast<uint32_t>(m_sndBuf);

@@ -77,7 +77,8 @@ namespace ns3
  *   an RTO with nothing in flight restarts from the initial window.
  * - **Buffers with autotuning**: the receive window of tcp_rmem (131072
  *   bytes of memory, data as scaling_ratio of it) grown per round trip with
- *   what the application read (tcp_rcv_space_adjust) up to tcp_rmem[2],
+ *   what the application read (tcp_rcv_space_adjust, 6.18's tcp_rcvbuf_grow;
+ *   and by the out-of-order span, tcp_data_queue_ofo) up to tcp_rmem[2],
  *   advertised as rcv_ssthresh grows (tcp_grow_window: each growth asks for
  *   a quick ACK; an out-of-order segment grows it before it is charged,
  *   tcp_data_queue_ofo, so up to the clamp); the send buffer of tcp_wmem expanded to twice the
@@ -218,6 +219,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint32_t GetWindowClamp() const; //!< the largest window it will advertise now
     uint32_t GetRcvSsthresh() const; //!< rcv_ssthresh: the window's growth so far
     uint32_t GetRcvBuf() const;      //!< sk_rcvbuf: memory, bytes
+    uint32_t GetRcvqSpace() const;   //!< rcvq_space.space: what the reader took in an RTT, at most
     Time GetRcvRtt() const;          //!< rcv_rtt_est: the receiver's RTT estimate (0: none yet)
     uint32_t GetSndBuf() const;      //!< sk_sndbuf: memory, bytes
 

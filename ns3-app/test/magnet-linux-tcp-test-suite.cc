@@ -10,6 +10,7 @@
  * retries).  Run: magnet-linux-tcp-test (TestRunner options apply, e.g.
  * --verbose; its main is test/magnet-test-runner.cc).
  */
+#include "magnet-chain-helper.h"
 #include "magnet-linux-packet-count.h"
 #include "magnet-linux-rtt-estimator.h"
 #include "magnet-linux-tcp-socket.h"
@@ -3624,6 +3625,132 @@ class LinuxFinWaitPeerFinTestCase : public TestCase
     }
 };
 
+/**
+ * A chain's stack on the Linux profile, its demand's time zero 200 ms after the connection:
+ * the sink, which has nothing to write, shuts down its sending side then (its FIN), as the
+ * real replay's receiving end does at its time zero (replay/endpoint.py: Replayer.run), and
+ * receives the transfer in FIN_WAIT_2 (where Linux's receiver takes its RTT from a window of
+ * data alone: LinuxHalfClosedRcvRttTestCase).  (Linux 6.18 over linkem: the receiver's FIN
+ * leaves 1-2.5 ms before the first data.)  Its FIN went only after the sender's, at the end.
+ */
+class LinuxChainSinkHalfCloseTestCase : public TestCase
+{
+  public:
+    LinuxChainSinkHalfCloseTestCase()
+        : TestCase("a chain's sink half-closes at the demand's time zero and receives in FIN_WAIT_2")
+    {
+    }
+
+  private:
+    struct Seen
+    {
+        std::vector<Time> sinkFins;   //!< FINs the sink's side sent
+        Time firstData;               //!< the sender's first data segment
+        Time lastData;                //!< ... its last
+    };
+
+    static void OnTx(Seen* seen, Ptr<const Packet> p, const TcpHeader& header, Ptr<const TcpSocketBase>)
+    {
+        if (header.GetSourcePort() == 9 && (header.GetFlags() & TcpHeader::FIN))
+        {
+            seen->sinkFins.push_back(Simulator::Now());
+        }
+        if (header.GetDestinationPort() == 9 && p->GetSize() > 0)
+        {
+            seen->firstData = seen->firstData.IsZero() ? Simulator::Now() : seen->firstData;
+            seen->lastData = Simulator::Now();
+        }
+    }
+
+    void DoRun() override
+    {
+        MagnetChainConfig config;
+        config.stacks = 1;
+        config.startOffset = MilliSeconds(200);
+        Seen seen;
+        // The SYN reaches the listener at 30 ms (its socket forked then); the handshake's last
+        // ACK at 90 ms (accepted): connect to both ends' sockets in between.
+        Simulator::Schedule(MilliSeconds(50), [&seen]() {
+            Config::ConnectWithoutContext("/NodeList/*/$ns3::TcpL4Protocol/SocketList/*/Tx",
+                                          MakeBoundCallback(&OnTx, &seen));
+        });
+        std::vector<MagnetStackResult> results = MagnetChain(config).Run({{0, 3000000}});
+        NS_TEST_ASSERT_MSG_EQ(results.size(), 1, "the stack ran");
+        NS_TEST_ASSERT_MSG_EQ(results[0].sinkBytes, 3000000, "every byte delivered");
+        NS_TEST_ASSERT_MSG_EQ(seen.sinkFins.size(), 1, "the sink sent one FIN");
+        NS_TEST_ASSERT_MSG_GT(seen.lastData, Seconds(1), "3 MB at 20 Mbit/s take over a second");
+        NS_TEST_ASSERT_MSG_EQ_TOL(seen.sinkFins[0].GetMicroSeconds(), MilliSeconds(290).GetMicroSeconds(),
+                                  MilliSeconds(2).GetMicroSeconds(),
+                                  "its FIN at its time zero: accepted at 90 ms, 200 ms on");
+        NS_TEST_ASSERT_MSG_LT(seen.sinkFins[0], seen.firstData + MilliSeconds(35),
+                              "before the first data reached it: the transfer in FIN_WAIT_2");
+    }
+};
+
+/**
+ * A bulk transfer over 20 Mbit/s, 60 ms, read at once, no loss: each time the reader took
+ * more in a receiver's RTT than before (rcvq_space.space, old -> new), the buffer grows to
+ * hold a window of 2 new, plus 4 new (new - old) / old for slow start, and no more
+ * (tcp_rcvbuf_grow, Linux 6.18: "DRS is always one RTT late", then the sender may double
+ * its rate; net/ipv4/tcp_input.c).  Linux before 6.16 added 16 segments to the window
+ * before scaling its growth (tcp_rcv_space_adjust), 6.16 and 6.17 none and no growth term.
+ */
+class LinuxRcvBufGrowTestCase : public TestCase
+{
+  public:
+    LinuxRcvBufGrowTestCase()
+        : TestCase("autotuning grows the buffer to a window of 2 new + 4 new (new - old) over old (tcp_rcvbuf_grow, 6.18)")
+    {
+    }
+
+  private:
+    struct Sample
+    {
+        uint32_t space, rcvbuf, clamp;
+    };
+
+    void DoRun() override
+    {
+        Bench bench("20Mbps", "30ms");
+        bench.Install({{0, 6000000}});
+        bench.Hold(MilliSeconds(100));
+        std::vector<Sample> samples;
+        for (Time t = MilliSeconds(101); t < Seconds(3); t += MicroSeconds(100))
+        {
+            Simulator::Schedule(t, [&bench, &samples]() {
+                auto rx = bench.Receiver();
+                Sample s{rx->GetRcvqSpace(), rx->GetRcvBuf(), rx->GetWindowClamp()};
+                if (samples.empty() || s.space != samples.back().space || s.rcvbuf != samples.back().rcvbuf)
+                {
+                    samples.push_back(s);
+                }
+            });
+        }
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        Simulator::Destroy();
+        uint32_t grown = 0;
+        for (size_t i = 1; i < samples.size(); ++i)
+        {
+            const Sample& before = samples[i - 1];
+            const Sample& after = samples[i];
+            if (after.rcvbuf == before.rcvbuf)
+            {
+                continue;
+            }
+            ++grown;
+            NS_TEST_ASSERT_MSG_GT(after.space, before.space, "the buffer grew on a larger measurement");
+            uint64_t rcvwin = 2 * static_cast<uint64_t>(after.space);
+            rcvwin += (rcvwin * (after.space - before.space) / before.space) << 1;
+            NS_TEST_ASSERT_MSG_EQ_TOL(static_cast<double>(after.clamp), static_cast<double>(rcvwin), 2.0,
+                                      "growth " << grown << ": space " << before.space << " -> " << after.space
+                                                << ", window " << after.clamp);
+        }
+        NS_TEST_ASSERT_MSG_GT_OR_EQ(grown, 3, "the buffer grew each round of slow start");
+        NS_TEST_ASSERT_MSG_GT(samples.back().clamp, 150000, "past what the path needs (150 KB)");
+    }
+};
+
 class MagnetLinuxTcpTestSuite : public TestSuite
 {
   public:
@@ -3648,6 +3775,8 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxOfoGrowWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxHalfClosedRcvRttTestCase, Duration::QUICK);
         AddTestCase(new LinuxFinWaitPeerFinTestCase, Duration::QUICK);
+        AddTestCase(new LinuxChainSinkHalfCloseTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRcvBufGrowTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossProbeTestCase, Duration::QUICK);
         AddTestCase(new LinuxTailLossWhilePeerSendsTestCase, Duration::QUICK);
         AddTestCase(new LinuxProbeAfterSackTestCase, Duration::QUICK);
