@@ -150,7 +150,8 @@ def run_map(args, work: Path, live: Demand | None) -> tuple[pd.DataFrame | None,
             common.progress_note(f"agreement: {name} failed: {e}")
             continue
         frames.append(modmap.rows_of(outcome, {"engine": engine, "workload": workload, "setting": setting.name,
-                                               "factor": setting.factor, "run": run + 1, "seed": seed}))
+                                               "factor": setting.factor, "run": run + 1, "seed": seed,
+                                               "duration_s": args.duration}))
         if not args.work:
             shutil.rmtree(where, ignore_errors=True)
     return (pd.concat(frames, ignore_index=True) if frames else None), failed

@@ -18,7 +18,7 @@ runs the offline chain one stack at a time, each stack with its own lead.
     python -m magnet.experiments.agreement_ns3 --map [--spread] [--settings ...] [--workloads ...]
 
 --map re-runs the ns-3 side of every (setting, workload, run) the committed runs.csv holds
-(its seeds, 15 s demands, its stacks) and scores the cells as the study does
+(its seeds, its synthetic demands' length, its stacks) and scores the cells as the study does
 (agreement.cells: the same metrics, 10 % and 25 %), against the committed Linux rows;
 --spread also against spread/runs.csv's Linux runs (the medians of each setting's runs, seeds 1..N).  vsftpd's
 run replays the demand the study kept beside runs.csv for that (setting, run)
@@ -45,6 +45,7 @@ from . import agreement, common, modmap
 SETTING = "cross=tcp:4"
 METRICS = {"size": "mean_size", "gap": "mean_gap_s", "throughput": "throughput_bps", "RTT": "rtt_measured_ms"}
 VSFTPD_WRITES, VSFTPD_BYTES, VSFTPD_GAP_NS = 62, 4_000_000, 20_300_000
+DURATION_BEFORE_RECORDED = 15.0         # the synthetic demands' length in studies that did not record it
 
 
 def options(argv):
@@ -95,6 +96,14 @@ def options(argv):
     return args
 
 
+def study_duration(against: Path) -> float:
+    """The length of the synthetic demands of the study in `against` (runs.csv's duration_s)."""
+    import pandas as pd
+    recorded = pd.read_csv(against / "runs.csv", usecols=lambda c: c == "duration_s")
+    lengths = recorded["duration_s"].dropna() if "duration_s" in recorded else ()
+    return float(lengths.iloc[0]) if len(lengths) else DURATION_BEFORE_RECORDED
+
+
 def vsftpd_standin():
     from magnetlib.demand import Demand
     sizes = np.full(VSFTPD_WRITES, VSFTPD_BYTES // VSFTPD_WRITES, np.int64)
@@ -111,7 +120,8 @@ def run_cells(args, work: Path, lead_s: float = CROSS_LEAD_NS / 1e9, stacks: int
     frames = []
     for workload in workloads:
         for seed in range(1, (args.runs if workload == "variable" else 1) + 1):
-            demand = vsftpd_standin() if workload == "vsftpd" else modmap.demand_of(workload, 15.0, seed, None)
+            demand = (vsftpd_standin() if workload == "vsftpd"
+                      else modmap.demand_of(workload, study_duration(args.against), seed, None))
             out = engines.run("ns-3", demand, modmap.scenario_of(setting, stacks, seed),
                               work / f"{workload}-{seed}-{lead_s}",
                               **common.engine_options("ns-3", args.tcp_model, args.lags),
@@ -183,7 +193,7 @@ def chains(args, work: Path):
 
 
 # ------------------------------------------------------------ the whole map ---
-RUN_KEYS = ["setting", "workload", "seed", "demand", "lags"]    # what makes one ns-3 run of the map
+RUN_KEYS = ["setting", "workload", "seed", "demand", "lags", "duration_s"]    # what makes one ns-3 run of the map
 STANDIN = "vsftpd (ns-3: stand-in)"     # the heat map's label of the stand-in's rows
 STANDIN_DEMAND = "stand-in"             # the demand column of a vsftpd run the study kept no demand for
 SYNTHETIC = "synthetic"                 # ... of the paper's and the variable demand (the study's own code)
@@ -199,7 +209,9 @@ def linux_runs(args, study: str):
     runs = runs[(runs["engine"] == "tcp") & runs["setting"].isin(args.settings)
                 & runs["workload"].isin(args.workloads)]
     within = where.relative_to(args.against)
-    return runs.assign(study=study, demand=[kept_demand(args.against, within, w, s, r) for w, s, r
+    duration = runs["duration_s"] if "duration_s" in runs else DURATION_BEFORE_RECORDED
+    return runs.assign(duration_s=pd.Series(duration, index=runs.index).fillna(DURATION_BEFORE_RECORDED),
+                       study=study, demand=[kept_demand(args.against, within, w, s, r) for w, s, r
                                             in zip(runs["workload"], runs["setting"], runs["run"])],
                        lags=lags_key(study_lags(args, study)))
 
@@ -221,11 +233,12 @@ def kept_demand(against: Path, within: Path, workload: str, setting: str, run: i
     return str(path) if (against / path).is_file() else STANDIN_DEMAND
 
 
-def demand_for(args, workload: str, seed: int, demand: str):
-    """What ns-3 replays for one Linux run: its kept demand, the stand-in, or the synthetic one."""
+def demand_for(args, workload: str, seed: int, demand: str, duration_s: float):
+    """What ns-3 replays for one Linux run: its kept demand, the stand-in, or the synthetic one
+    (as long as the study's)."""
     from magnetlib.demand import read_demand
     if workload != "vsftpd":
-        return modmap.demand_of(workload, 15.0, seed, None)
+        return modmap.demand_of(workload, duration_s, seed, None)
     return vsftpd_standin() if demand == STANDIN_DEMAND else read_demand(args.against / demand)
 
 
@@ -253,15 +266,16 @@ def rerun_map(args, work: Path, linux):
     lags = {lags_key(study_lags(args, study)): study_lags(args, study) for study in set(linux["study"])}
     stacks = int(linux["stack"].max())
     frames = []
-    for i, (name, workload, seed, kept, key) in enumerate(common.progress(todo, "agreement_ns3 map")):
+    for i, (name, workload, seed, kept, key, duration) in enumerate(common.progress(todo, "agreement_ns3 map")):
         wait_while_quiet(args)
         setting = settings[name]
         where = work / f"map-{i}-{name.replace('/', '_')}-{workload}-{seed}"
-        out = engines.run("ns-3", demand_for(args, workload, int(seed), kept), modmap.scenario_of(setting, stacks, int(seed)),
+        demand = demand_for(args, workload, int(seed), kept, float(duration))
+        out = engines.run("ns-3", demand, modmap.scenario_of(setting, stacks, int(seed)),
                           where, **common.engine_options("ns-3", args.tcp_model, lags[key]))
         frames.append(modmap.rows_of(out, {"engine": "ns-3", "workload": workload, "setting": name,
                                            "factor": setting.factor, "seed": int(seed), "demand": kept,
-                                           "lags": key}))
+                                           "lags": key, "duration_s": float(duration)}))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -227,9 +227,9 @@ def test_map_replays_the_vsftpd_demand_the_study_kept(base_study, tmp_path):
 
 def test_map_reruns_ns3_with_the_lags_the_study_recorded(base_study, tmp_path, monkeypatch):
     """agreement_ns3 --map gives ns-3 the host lags the study recorded beside its Linux runs
-    (host-lags.json); a study that recorded none gets the constants, and the README says which.
-    (test_map_replays_the_vsftpd_demand_the_study_kept: with them it replays the study's own
-    ns-3 rows exactly.)"""
+    (host-lags.json) and its synthetic demand's length (runs.csv's duration_s), so it replays
+    the study's own ns-3 rows; a study that recorded no lags gets the constants, and the README
+    says which; one that recorded no length gets the 15 s studies made before it had."""
     shared, _ = base_study
     out = tmp_path / "study"
     shutil.copytree(shared, out)
@@ -245,13 +245,22 @@ def test_map_reruns_ns3_with_the_lags_the_study_recorded(base_study, tmp_path, m
         assert agreement_ns3.main(["--map", "--settings", "base", "--workloads", "paper", "--against", str(out),
                                    "--out", str(tmp_path / name)]) == 0
         ns3 = pd.read_csv(tmp_path / name / "map-runs.csv")
-        return given[:], set(ns3["lags"]), (tmp_path / name / "README.md").read_text()
-    options, lags, readme = rerun("recorded")
+        return given[:], set(ns3["lags"]), (tmp_path / name / "README.md").read_text(), ns3
+    runs = pd.read_csv(out / "runs.csv")
+    study = runs[(runs["engine"] == "ns-3") & (runs["workload"] == "paper")].set_index("stack")
+    assert set(runs["duration_s"]) == {4.0}
+    options, lags, readme, ns3 = rerun("recorded")
     assert options == [{"ack_lag_ns": 9900, "reply_lag_ns": 7300, "reader_wakeup_ns": 17000}]
-    assert lags == {"9900,7300,17000"}
+    assert lags == {"9900,7300,17000"} and set(ns3["duration_s"]) == {4.0}
+    for col in ("events", *agreement_ns3.METRICS.values()):
+        assert ns3.set_index("stack")[col].sort_index().to_numpy() == pytest.approx(
+            study[col].sort_index().to_numpy(), rel=1e-12, nan_ok=True), col
     assert "read 17 us after" in readme and f"as the study in `{out}` recorded them" in readme
     (out / "host-lags.json").unlink()                 # a study made before studies recorded them
-    options, lags, readme = rerun("none")
+    runs.drop(columns="duration_s").to_csv(out / "runs.csv", index=False)    # ... nor their length
+    options, lags, readme, ns3 = rerun("none")
+    assert set(ns3["duration_s"]) == {agreement_ns3.DURATION_BEFORE_RECORDED}
+    assert ns3[ns3["stack"] == 0]["events"].iloc[0] > 3 * study.loc[0, "events"]
     assert options == [{"ack_lag_ns": 10_245, "reply_lag_ns": 7_812, "reader_wakeup_ns": 29_184}]
     assert lags == {"10245,7812,29184"}
     assert "read 29.184 us after" in readme and f"the study in `{out}` recorded none" in readme
