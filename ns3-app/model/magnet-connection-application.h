@@ -69,7 +69,9 @@ class MagnetAcceptorApplication : public Application
  * the peer's data, its previous event handed to TCP whole and the opener's
  * connect; it writes its bytes then, or once the connection is established if
  * that is later (what the send buffer cannot take waits for the socket's send
- * callback).  A close shuts the writing half (FIN), a reset aborts (RST).  The side reads whatever arrives at all times.  Without a
+ * callback).  A close shuts the writing half (FIN) then, whatever the peer did
+ * (as Linux's replay's shutdown(SHUT_WR); over ns-3's own TCP the second side to
+ * close sends its FIN once it read the first's), a reset aborts (RST).  The side reads whatever arrives at all times.  Without a
  * close row, it closes after its last send once it has read everything the
  * peer sends.  OpenLoop: every event at its time in the original run instead.
  */
@@ -194,7 +196,7 @@ class MagnetConnectionApplication : public Application
     bool m_closeDue{false};         //!< open-loop: close once the pending writes are out
     bool m_sending{false};
     bool m_readAllFired{false};
-    bool m_finAfterPeer{false};     //!< closed after the peer: its FIN waits for the peer's
+    bool m_finAfterPeer{false};     //!< ns-3's own TCP, closed after the peer: its FIN waits for the peer's
     bool m_shutdownWhenAcked{false}; //!< its FIN waits for every byte sent to be acknowledged
     size_t m_peerAdu{0};            //!< next peer ADU whose last byte is awaited
     EventId m_timer;

@@ -871,6 +871,112 @@ class MagnetAppAcceptOnFinTestCase : public TestCase
     }
 };
 
+/**
+ * Both sides of a connection close at their recorded times, the second before the
+ * first's FIN reached it (a server closing a few ms after its answer, the client as
+ * soon as it read the answer: 10 ms one way apart, their FINs cross).  Linux's replay
+ * shuts each side's writing half at its row's time whatever the peer did, so the
+ * client's FIN leaves when it closes; the application held it until the server's FIN
+ * was read.  The FINs cross (CLOSING) and the connection ends whole.  Over ns-3's own
+ * TCP (which drops the ACK a FIN+ACK brings into ESTABLISHED, so the server, its FIN
+ * waiting for its data's ACK, never closed) the client keeps the passive close: its
+ * FIN once it read the server's, and the connection ends whole.
+ */
+class MagnetAppCrossingClosesTestCase : public TestCase
+{
+  public:
+    explicit MagnetAppCrossingClosesTestCase(const std::string& model)
+        : TestCase("whole application: each side's FIN at its close time, the two crossing (" + model + " TCP)"),
+          m_model(model)
+    {
+    }
+
+  private:
+    std::string m_model;
+    std::vector<Time> m_fins[2]; //!< per node (0 the client): when its FINs left
+
+    static void OnTx(std::vector<Time>* fins, Ptr<const Packet> frame)
+    {
+        Ptr<Packet> p = frame->Copy();
+        PppHeader ppp;
+        Ipv4Header ip;
+        TcpHeader tcp;
+        p->RemoveHeader(ppp);
+        p->RemoveHeader(ip);
+        p->RemoveHeader(tcp);
+        if (tcp.GetFlags() & TcpHeader::FIN)
+        {
+            fins->push_back(Simulator::Now());
+        }
+    }
+
+    void DoRun() override
+    {
+        std::string path = TempPath("closes.csv");
+        // The server answers at once and closes 5 ms after its answer went; the client
+        // closes as soon as it has read the answer, about 5 ms before the server's FIN
+        // reaches it.
+        std::ofstream(path) << "connection,event,side,time_ns,size,adu,wait_bytes,think_ns,after\n"
+                               "1,open,client,0,0,-1,0,0,0\n"
+                               "1,send,client,0,1000,0,0,0,0\n"
+                               "1,send,server,30000000,1000,1,1000,0,0\n"
+                               "1,close,server,35000000,0,-1,1000,5000000,0\n"
+                               "1,close,client,41000000,0,-1,1000,0,0\n";
+        MagnetTcpConfig config;
+        config.model = m_model;
+        MagnetTcpProfile profile(config);
+        profile.ApplyDefaults();
+        Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
+        NodeContainer nodes;
+        nodes.Create(2);
+        PointToPointHelper p2p;
+        p2p.SetDeviceAttribute("DataRate", StringValue("10Mbps"));
+        p2p.SetChannelAttribute("Delay", StringValue("10ms"));
+        NetDeviceContainer devices = p2p.Install(nodes);
+        MagnetTcpProfile::InstallStack(nodes);
+        Ipv4InterfaceContainer addresses = Ipv4AddressHelper("10.9.0.0", "255.255.255.0").Assign(devices);
+        TrafficControlHelper().Uninstall(devices);
+        for (uint32_t i = 0; i < 2; ++i)
+        {
+            devices.Get(i)->TraceConnectWithoutContext(
+                "MacTx", MakeBoundCallback(&MagnetAppCrossingClosesTestCase::OnTx, &m_fins[i]));
+        }
+        MagnetAppReplayHelper helper(path);
+        helper.SetAttribute("Protocol", TypeIdValue(profile.SocketFactory()));
+        helper.SetAttribute("TcpVariant", StringValue(profile.CongestionControl()));
+        MagnetAppReplay replay = helper.Install(nodes.Get(0), addresses.GetAddress(0),
+                                                nodes.Get(1), addresses.GetAddress(1));
+        replay.Start(Seconds(1));
+        replay.StopWhenDone();
+        Simulator::Stop(Seconds(30));
+        Simulator::Run();
+
+        std::vector<MagnetConnectionResult> conns = replay.Connections();
+        NS_TEST_ASSERT_MSG_EQ(conns.at(0).status, "ok", "the connection ends whole");
+        NS_TEST_ASSERT_MSG_EQ(conns.at(0).bytesReceived, 1000, "the answer read whole");
+        const auto& client = replay.Get(0, MagnetSide::Client)->GetRecord();
+        const auto& server = replay.Get(0, MagnetSide::Server)->GetRecord();
+        NS_TEST_ASSERT_MSG_EQ((server.closed < client.closed), true, "the server closes first");
+        NS_TEST_ASSERT_MSG_EQ((client.closed < server.closed + MilliSeconds(10)), true,
+                              "the client closes before the server's FIN can reach it (10 ms one way)");
+        NS_TEST_ASSERT_MSG_EQ((m_fins[0].empty() || m_fins[1].empty()), false, "both sent a FIN");
+        if (m_model == "linux")
+        {
+            NS_TEST_ASSERT_MSG_EQ(m_fins[1].front(), server.closed, "the server's FIN leaves when it closes");
+            NS_TEST_ASSERT_MSG_EQ(m_fins[0].front(), client.closed, "the client's FIN leaves when it closes");
+        }
+        else
+        {
+            NS_TEST_ASSERT_MSG_EQ(m_fins[0].front(), client.peerClosed, "ns-3's TCP: the client's FIN once it read the server's");
+        }
+        NS_TEST_ASSERT_MSG_EQ(m_fins[0].size(), 1, "the client's FIN is not resent");
+        NS_TEST_ASSERT_MSG_EQ(m_fins[1].size(), 1, "the server's FIN is not resent");
+        NS_TEST_ASSERT_MSG_EQ((client.done != Time::Max() && server.done != Time::Max()), true, "both sides done");
+        Simulator::Destroy();
+        std::remove(path.c_str());
+    }
+};
+
 // --------------------------------------------------- PSH on the Linux profile ---
 
 /**
@@ -1015,7 +1121,10 @@ class MagnetReplayTestSuite : public TestSuite
         AddTestCase(new MagnetJitterTestCase, Duration::QUICK);
         AddTestCase(new MagnetAppReplayTestCase, Duration::QUICK);
         AddTestCase(new MagnetAppAcceptOnFinTestCase, Duration::QUICK);
-        AddTestCase(new MagnetPushedWriteEndsTestCase, Duration::QUICK); // last: it sets the profile's defaults
+        AddTestCase(new MagnetPushedWriteEndsTestCase, Duration::QUICK);
+        // Last: these set a profile's defaults.
+        AddTestCase(new MagnetAppCrossingClosesTestCase("linux"), Duration::QUICK);
+        AddTestCase(new MagnetAppCrossingClosesTestCase("ns3"), Duration::QUICK);
     }
 };
 
