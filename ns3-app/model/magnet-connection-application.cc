@@ -384,6 +384,20 @@ MagnetConnectionApplication::UseSocket(Ptr<Socket> socket)
     socket->SetSendCallback(MakeCallback(&MagnetConnectionApplication::SendSpace, this));
     socket->SetCloseCallbacks(MakeCallback(&MagnetConnectionApplication::PeerClose, this),
                               MakeCallback(&MagnetConnectionApplication::ErrorClose, this));
+    socket->TraceConnectWithoutContext("State", MakeCallback(&MagnetConnectionApplication::StateChanged, this));
+}
+
+void
+MagnetConnectionApplication::StateChanged(TcpSocket::TcpStates_t from, TcpSocket::TcpStates_t to)
+{
+    // FIN_WAIT_1 -> CLOSING: the peer's FIN came in order, behind all its data, while this
+    // side's own FIN awaits its ACK (the two crossed).  ns-3 tells the application only
+    // on TIME_WAIT, once this side's FIN is ACKed (a round trip after it left); Linux's
+    // read() returns 0 as soon as the FIN is in.  Not from within the socket's processing.
+    if (to == TcpSocket::CLOSING)
+    {
+        Simulator::ScheduleNow(&MagnetConnectionApplication::PeerClose, this, m_socket);
+    }
 }
 
 void

@@ -10,6 +10,7 @@
 #include "ns3/nstime.h"
 #include "ns3/ptr.h"
 #include "ns3/socket.h"
+#include "ns3/tcp-socket.h"
 #include "ns3/traced-callback.h"
 
 #include <deque>
@@ -151,6 +152,7 @@ class MagnetConnectionApplication : public Application
     void Established();
     void HandleRead(Ptr<Socket> socket);
     void PeerClose(Ptr<Socket> socket);
+    void StateChanged(TcpSocket::TcpStates_t from, TcpSocket::TcpStates_t to);
     void ErrorClose(Ptr<Socket> socket);
     void SendSpace(Ptr<Socket> socket, uint32_t available);
 

@@ -877,7 +877,9 @@ class MagnetAppAcceptOnFinTestCase : public TestCase
  * soon as it read the answer: 10 ms one way apart, their FINs cross).  Linux's replay
  * shuts each side's writing half at its row's time whatever the peer did, so the
  * client's FIN leaves when it closes; the application held it until the server's FIN
- * was read.  The FINs cross (CLOSING) and the connection ends whole.  Over ns-3's own
+ * was read.  The FINs cross (CLOSING) and the connection ends whole, each side done
+ * when the peer's FIN reached it (ns-3 notified it only once its own FIN was ACKed,
+ * entering TIME_WAIT: a one-way delay later).  Over ns-3's own
  * TCP (which drops the ACK a FIN+ACK brings into ESTABLISHED, so the server, its FIN
  * waiting for its data's ACK, never closed) the client keeps the passive close: its
  * FIN once it read the server's, and the connection ends whole.
@@ -964,6 +966,13 @@ class MagnetAppCrossingClosesTestCase : public TestCase
         {
             NS_TEST_ASSERT_MSG_EQ(m_fins[1].front(), server.closed, "the server's FIN leaves when it closes");
             NS_TEST_ASSERT_MSG_EQ(m_fins[0].front(), client.closed, "the client's FIN leaves when it closes");
+            // Each side reads the peer's FIN when it arrives (10 ms and a 66-byte frame's
+            // 53 us after it left), as Linux's read() returns 0 then, not when its own
+            // FIN's ACK comes back (10 ms later).
+            NS_TEST_ASSERT_MSG_EQ((client.peerClosed < server.closed + MilliSeconds(11)), true,
+                                  "the client reads the server's FIN on its arrival");
+            NS_TEST_ASSERT_MSG_EQ((server.peerClosed < client.closed + MilliSeconds(11)), true,
+                                  "the server reads the client's FIN on its arrival");
         }
         else
         {
