@@ -10,9 +10,9 @@ from .test_study_traces import run_study
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    """`sndbuf --quick --duration 2`: each case 2 s (--quick's 3); a bulk transfer fills its
+    """`sndbuf --quick --duration 1`: each case 1 s (--quick's 3); a bulk transfer fills its
     buffer and a stream writes dozens of frames in that."""
-    return run_study(tmp_path_factory, "sndbuf", "--duration", "2") / "results"
+    return run_study(tmp_path_factory, "sndbuf", "--duration", "1") / "results"
 
 
 def test_results_written(study):
