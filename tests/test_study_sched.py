@@ -41,7 +41,9 @@ def test_durations_pair_enter_and_leave_per_cpu(tmp_path):
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    return run_quick("sched", tmp_path_factory.mktemp("sched"))
+    """`sched --quick --duration 2`: each workload 2 s (--quick's 5); every check is of each
+    CPU's switches, their medians and the spinner's CPU, which 2 s show (hundreds of switches a CPU)."""
+    return run_quick("sched", tmp_path_factory.mktemp("sched"), options=("--duration", "2"))
 
 
 def test_quick_run_measures_switches_idle_and_cpu_bound(quick):
