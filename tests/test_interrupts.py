@@ -124,17 +124,26 @@ def test_a_demand_of_days_runs_until_interrupted(tmp_path):
     large" at once (the worker's timeout, 3x the demand, went to poll() past 2**31 ms)."""
     demand = tmp_path / "d.csv"
     demand.write_text("time_ns,size\n0,100\n777600000000000,200\n")
+    out = tmp_path / "out"
     proc = subprocess.Popen([str(BIN / "magnet"), "replay", "tcp", demand, "--loopback", "--stacks", "1",
-                             "-o", tmp_path / "out"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             "-o", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # The error came as the run began to wait for its workers, right after it started the
+    # initiator: once that runs, the run must still be waiting 2 s on (the test waited 8 s from
+    # the start, where the initiator runs after 1-2 s).
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and not any(" initiator " in p
+                                          for p in interrupts.leftovers(proc.pid, out)["processes"]):
+        assert time.monotonic() < deadline, "no initiator within 60 s"
+        time.sleep(0.1)
     try:
-        proc.wait(8)
+        proc.wait(2)
     except subprocess.TimeoutExpired:
         pass
     assert proc.returncode is None, proc.stderr.read()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err.strip().endswith("magnet: interrupted"), err
-    assert interrupts.wait_clean(proc.pid, tmp_path / "out") == {}
+    assert interrupts.wait_clean(proc.pid, out) == {}
 
 
 # ---------------------------------------------------------------- workers ---
