@@ -106,11 +106,12 @@ def test_held_pareto_share_over_many_draws_is_its_setting():
 
 @pytest.fixture(scope="module")
 def base_study(tmp_path_factory):
-    """One run of the agreement study on the setting base for the two tests that read it: the
-    paper's workload (2 stacks, 4 s) and, where vsftpd is installed, vsftpd's (a 1 MB file),
-    each run once in both engines, and the cross-traffic study, 2 s a kind: the tests check
-    that every kind ran in both engines and was written, which any length shows (the shares
-    over 10 s are test_cross_traffic_share_matches_its_setting_in_both_engines').  The host
+    """One run of the agreement study on the setting base for the tests that read it: the
+    paper's workload (2 stacks, 2 s: 16 writes, each the same three segments in both engines)
+    and, where vsftpd is installed, vsftpd's (a 1 MB file), each run once in both engines, and
+    the cross-traffic study, 1 s a kind: the tests check that every kind ran in both engines
+    and was written, which any length shows (the shares are
+    test_cross_traffic_share_matches_its_setting_in_both_engines').  The host
     lags are given (LAGS, not the constants: measuring them takes 30 s), so that a re-run
     that gives ns-3 the same rows took them from the study's record.  (The study's output,
     the vsftpd workload's reason to be left out or None.)"""
@@ -120,7 +121,7 @@ def base_study(tmp_path_factory):
     out = tmp_path_factory.mktemp("agreement") / "study"
     proc = run_magnet("experiment", "agreement", "--out", out, "--settings", "base",
                       "--workloads", "paper" if why else "paper,vsftpd", "--file-size", "1MB",
-                      "--stacks", "2", "--duration", "4", "--runs", "1", "--cross-duration", "2",
+                      "--stacks", "2", "--duration", "2", "--runs", "1", "--cross-duration", "1",
                       "--host-lags", LAGS)
     assert proc.returncode == 0, proc.stderr_text
     return out, why
@@ -248,10 +249,10 @@ def test_map_reruns_ns3_with_the_lags_the_study_recorded(base_study, tmp_path, m
         return given[:], set(ns3["lags"]), (tmp_path / name / "README.md").read_text(), ns3
     runs = pd.read_csv(out / "runs.csv")
     study = runs[(runs["engine"] == "ns-3") & (runs["workload"] == "paper")].set_index("stack")
-    assert set(runs["duration_s"]) == {4.0}
+    assert set(runs["duration_s"]) == {2.0}
     options, lags, readme, ns3 = rerun("recorded")
     assert options == [{"ack_lag_ns": 9900, "reply_lag_ns": 7300, "reader_wakeup_ns": 17000}]
-    assert lags == {"9900,7300,17000"} and set(ns3["duration_s"]) == {4.0}
+    assert lags == {"9900,7300,17000"} and set(ns3["duration_s"]) == {2.0}
     for col in ("events", *agreement_ns3.METRICS.values()):
         assert ns3.set_index("stack")[col].sort_index().to_numpy() == pytest.approx(
             study[col].sort_index().to_numpy(), rel=1e-12, nan_ok=True), col
