@@ -333,6 +333,35 @@ MagnetPath::Tail() const
 namespace
 {
 
+/**
+ * A drop-tail queue of `limit` IP bytes, as linkem keeps one (replay/linkem/core.c: a packet
+ * joins if the IP bytes waiting and its own fit).  A point-to-point device queues PPP frames,
+ * 2 bytes more per packet: ns-3's own byte limit counted those, and a 150000-byte queue (1 BDP
+ * at 20 Mbit/s and 60 ms) held 99 full-sized packets where linkem's holds 100.
+ */
+class IpBytesQueue : public DropTailQueue<Packet>
+{
+  public:
+    explicit IpBytesQueue(uint64_t limit)
+        : m_limit(limit)
+    {
+    }
+
+    bool Enqueue(Ptr<Packet> packet) override
+    {
+        uint64_t waiting = GetNBytes() - kPppHeader * GetNPackets();
+        if (waiting + packet->GetSize() - kPppHeader > m_limit)
+        {
+            DropBeforeEnqueue(packet);
+            return false;
+        }
+        return DropTailQueue<Packet>::Enqueue(packet);
+    }
+
+  private:
+    uint64_t m_limit;
+};
+
 Ptr<PointToPointNetDevice>
 Device(Ptr<Node> node, const std::string& rate, const std::string& queue, uint32_t mtu)
 {
@@ -341,8 +370,21 @@ Device(Ptr<Node> node, const std::string& rate, const std::string& queue, uint32
     device->SetAttribute("DataRate", StringValue(rate));
     device->SetMtu(static_cast<uint16_t>(mtu));
     node->AddDevice(device);
-    auto q = CreateObject<DropTailQueue<Packet>>();
-    q->SetAttribute("MaxSize", StringValue(queue));
+    QueueSize size(queue);
+    Ptr<DropTailQueue<Packet>> q;
+    if (size.GetUnit() == QueueSizeUnit::BYTES)
+    {
+        // Its own limit binds: the frames' (every IP packet at least 20 bytes) never does.
+        uint64_t ip = size.GetValue();
+        q = CreateObject<IpBytesQueue>(ip);
+        q->SetAttribute("MaxSize", QueueSizeValue(QueueSize(QueueSizeUnit::BYTES,
+                                                            static_cast<uint32_t>(ip + kPppHeader * (ip / 20 + 1)))));
+    }
+    else
+    {
+        q = CreateObject<DropTailQueue<Packet>>();
+        q->SetAttribute("MaxSize", StringValue(queue));
+    }
     // No NetDeviceQueueInterface (flow control) and so no queue disc: the
     // device's DropTail queue alone is the link's buffer, as on a plain router port.
     device->SetQueue(q);

@@ -5,8 +5,8 @@
  * path is not the bottleneck, bytes conserved when TCP's buffer is full, and
  * through chains of stacks (offline and live); writes beyond 2^32 bytes; and
  * the models of the paths: linkem's loss draws, the Poisson source, cross
- * traffic sharing a bottleneck, jitter that keeps order; PSH on write ends
- * in the Linux profile.  Run: magnet-replay-test
+ * traffic sharing a bottleneck, jitter that keeps order, a queue in bytes that counts
+ * IP bytes as linkem's; PSH on write ends in the Linux profile.  Run: magnet-replay-test
  * (magnet's build: TestRunner options apply, e.g. --verbose), or ns-3's test.py
  * --suite=magnet-replay in an ns-3 tree.
  */
@@ -30,6 +30,8 @@
 #include "ns3/point-to-point-helper.h"
 #include "ns3/ppp-header.h"
 #include "ns3/pointer.h"
+#include "ns3/point-to-point-net-device.h"
+#include "ns3/queue.h"
 #include "ns3/random-variable-stream.h"
 #include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
@@ -38,6 +40,7 @@
 #include "ns3/tcp-socket-factory.h"
 #include "ns3/test.h"
 #include "ns3/traffic-control-helper.h"
+#include "ns3/udp-socket-factory.h"
 #include "ns3/uinteger.h"
 
 #include <algorithm>
@@ -755,6 +758,65 @@ class MagnetJitterTestCase : public TestCase
     }
 };
 
+/**
+ * A bottleneck queue in bytes holds what linkem's does: a packet joins if the IP bytes
+ * waiting and its own fit (replay/linkem/core.c).  At 1 Mbit/s with a 15000-byte queue, 20
+ * datagrams of 1500 IP bytes at once: one goes on the wire, 10 wait, 9 are dropped.  A
+ * point-to-point device queues PPP frames (2 bytes more each): counted against the limit,
+ * only 9 waited (and the map's 150000-byte queue held 99 full-sized packets, linkem 100).
+ */
+class MagnetByteQueueTestCase : public TestCase
+{
+  public:
+    MagnetByteQueueTestCase()
+        : TestCase("a bottleneck queue in bytes counts IP bytes, as linkem's")
+    {
+    }
+
+  private:
+    uint32_t m_drops{0};
+
+    void OnDrop(Ptr<const Packet> packet)
+    {
+        ++m_drops;
+    }
+
+    static void Burst(Ptr<Socket> socket)
+    {
+        for (int i = 0; i < 20; ++i)
+        {
+            socket->Send(Create<Packet>(1472)); // 1500 IP bytes
+        }
+    }
+
+    void DoRun() override
+    {
+        MagnetPathConfig config;
+        config.rateBps = 1000000;
+        config.delay = MilliSeconds(10);
+        config.queue = "15000B";
+        NodeContainer nodes;
+        nodes.Create(2);
+        InternetStackHelper().Install(nodes);
+        Ipv4AddressHelper ip("10.0.0.0", "255.255.255.252");
+        MagnetPath path = MagnetPathHelper(config).Install(nodes.Get(0), nodes.Get(1), ip);
+        Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+        DynamicCast<PointToPointNetDevice>(path.BottleneckTx())
+            ->GetQueue()
+            ->TraceConnectWithoutContext("Drop", MakeCallback(&MagnetByteQueueTestCase::OnDrop, this));
+        PacketSinkHelper sinks("ns3::UdpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), 9));
+        auto sink = DynamicCast<PacketSink>(sinks.Install(nodes.Get(1)).Get(0));
+        Ptr<Socket> socket = Socket::CreateSocket(nodes.Get(0), UdpSocketFactory::GetTypeId());
+        socket->Connect(InetSocketAddress(path.receiverAddress, 9));
+        Simulator::Schedule(Seconds(1), &MagnetByteQueueTestCase::Burst, socket);
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(m_drops, 9, "10 x 1500 IP bytes wait in 15000 bytes, the rest dropped");
+        NS_TEST_ASSERT_MSG_EQ(sink->GetTotalRx(), 11 * 1472, "one on the wire and 10 from the queue delivered");
+        Simulator::Destroy();
+    }
+};
+
 // ---------------------------------------------------------- whole application ---
 
 /**
@@ -1128,6 +1190,7 @@ class MagnetReplayTestSuite : public TestSuite
                     Duration::QUICK);
         AddTestCase(new MagnetCrossStartsTestCase, Duration::QUICK);
         AddTestCase(new MagnetJitterTestCase, Duration::QUICK);
+        AddTestCase(new MagnetByteQueueTestCase, Duration::QUICK);
         AddTestCase(new MagnetAppReplayTestCase, Duration::QUICK);
         AddTestCase(new MagnetAppAcceptOnFinTestCase, Duration::QUICK);
         AddTestCase(new MagnetPushedWriteEndsTestCase, Duration::QUICK);
