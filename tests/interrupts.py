@@ -130,13 +130,15 @@ class Trial:
 
 
 def run_trial(key: str, sig: int, work: Path, *, at_s: float | None = None, fork: int | None = None,
-              ignored: bool = False) -> Trial:
+              ignored: bool = False, after: str | None = None) -> Trial:
     """One run of COMMANDS[key] in a directory made under `work`, signalled `at_s` seconds
-    after it started or as its fork-th fork (clone or vfork) returns; its outcome."""
+    after it started (with `after`: after a process of the run whose arguments hold `after`
+    started) or as its fork-th fork (clone or vfork) returns; its outcome."""
     command = COMMANDS[key]
     work = Path(tempfile.mkdtemp(prefix="mgsig-", dir=work))
     out = work / "out"
-    trial = Trial(key, sig, f"at {at_s:.3f} s" if fork is None else f"at fork {fork}", ignored)
+    how = f"at fork {fork}" if fork is not None else f"at {at_s:.3f} s" + (f" after {after} started" if after else "")
+    trial = Trial(key, sig, how, ignored)
     argv = [str(BIN / "magnet"), *map(str, command.args(out))]
     log = work / "strace.log"
     if fork is not None:
@@ -148,6 +150,8 @@ def run_trial(key: str, sig: int, work: Path, *, at_s: float | None = None, fork
     handled = None
     if fork is None:
         try:
+            if after is not None:
+                _started(proc, after, out)
             proc.wait(at_s)
         except subprocess.TimeoutExpired:
             handled = _catches(pid, signal.SIGTERM)
@@ -200,6 +204,16 @@ def _results_problem(command: Command, out: Path) -> str | None:
 def _last(err: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     return " | ".join(lines[-3:])
+
+
+def _started(proc: subprocess.Popen, what: str, out: Path, timeout_s: float = 60.0) -> None:
+    """Once a process of the run whose arguments name `out` and hold `what` runs (or the run
+    has ended)."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and not any(what in p for p in _processes(f"mgrp{proc.pid}", out)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no {what} of the run within {timeout_s} s")
+        time.sleep(0.05)
 
 
 def _child(pid: int, timeout_s: float = 10.0) -> int:
