@@ -149,7 +149,7 @@ def heatmap(table: pd.DataFrame):
 
 # ------------------------------------------------------------------ README ---
 def section(table: pd.DataFrame, works: list[Path], ns3_options: str, image: str = "heatmap.png",
-            lags: dict | None = None) -> str:
+            lags: dict | None = None, seeds: dict | None = None) -> str:
     """The README's section "The suite's applications": what was compared, the count, the
     table, the heat map and the failed runs."""
     h = headline(table)
@@ -173,7 +173,7 @@ def section(table: pd.DataFrame, works: list[Path], ns3_options: str, image: str
            "Linux), its values are the medians of its runs and *replay spread* is each engine's own "
            "((max - min) / median, of the cell's worst metric): ns-3 is deterministic, so its spread is the "
            "sources' and the cross traffic's phase against them. *app spread* is the real application's over "
-           "its truth runs, a scale for the differences.", "", *lags_lines(lags or {}),
+           "its truth runs, a scale for the differences.", "", *lags_lines(lags or {}), *seeds_lines(seeds or {}),
            f"**{h['agree']} of {h['cells']} (application, path) cells agree within {TARGET_PCT:g} %** on "
            f"size, gap, throughput and RTT together; {h['failed']} cell(s) have a failed run and are not "
            f"measured. Of the {h['measured']} measured, within {TARGET_PCT:g} % by metric: {within}. "
@@ -228,6 +228,17 @@ def _pair(a: float, b: float, fmt: str) -> str:
 
 
 # -------------------------------------------------------------------- main ---
+def seeds_lines(seeds: dict) -> list[str]:
+    """Per study: the seed its ns-3 replays had (`--seed`: ns-3's draws of its loss and of its
+    bulk flows' starts), and whether the studies sampled ns-3 alike."""
+    if not seeds:
+        return []
+    same = len(seeds) > 1 and len(set(seeds.values())) == 1
+    return ["The seed of each study's ns-3 replays: " + "; ".join(f"`{w}` {s}" for w, s in seeds.items()) + "."
+            + (" The same in every study: where the studies' demands are alike, ns-3's runs of a cell are one "
+               "sample repeated while Linux's are independent." if same else ""), ""]
+
+
 def _studies(works: list[Path]) -> str:
     if len(works) == 1:
         return f"a fidelity study (`{works[0]}`)"
@@ -238,10 +249,11 @@ def main(args) -> int:
     """The suite's part alone: read each --suite study's runs, write OUT/suite/."""
     from . import fidelity
     works = args.suite
-    runs = []
+    runs, seeds = [], {}
     for work in works:
         try:
             found = kept_runs(work)
+            seeds[work] = fidelity.ns3_seed(found)
         except MagnetError as e:
             common.gate(False, str(e))
         if not any(r.kind in ENGINES.values() for r in found):
@@ -256,7 +268,7 @@ def main(args) -> int:
     results = common.Results("agreement", mine)
     table.to_csv(results.path("suite.csv"), index=False)
     results.figure(heatmap(table), "heatmap")
-    body = section(table, works, fidelity.ns3_options(runs), lags=lags)
+    body = section(table, works, fidelity.ns3_options(runs, fidelity.NS3_OPTIONS[1:]), lags=lags, seeds=seeds)
     path = results.write("Does the simulator agree with the kernel? The suite's applications", body)
     h = headline(table)
     print(f"agreement: {h['agree']} of {h['cells']} suite cells agree within {TARGET_PCT:g} % "

@@ -34,11 +34,17 @@ run), summary.csv (medians, the floor, the targets), runs.csv (every run: its st
 and time), README.md (a table per application, the heat map, CDFs, the findings) and
 the figures.  --quick: three applications on one path, under ten minutes.
 
+--seed S (default 1) is every path's seed in both engines (`magnet path --seed`, `magnet replay
+tcp|ns3 --seed`: linkem's random loss, ns-3's draws of its loss and of its bulk flows' starts), the
+same for a study's truth runs and its predictions; give each study of a suite its own, so that
+its replays sample the paths as independently as its real runs do.
+
 A study kept with --work can be measured again (--reanalyse, nothing runs) or have its
 ns-3 predictors replayed again by this checkout's ns-3 from the demands its sources
 kept (--rerun NAME,...: their runs and rows of runs.csv replaced, the rest kept, then
 measured as usual), so that a change to the simulator is judged without the hour of
-real-time runs.  Real-TCP predictors are real-time runs: --rerun refuses them.
+real-time runs; --rerun replays with the seed the study's ns-3 replays had (their replay.log;
+1 where it names none), --seed S instead where given.  Real-TCP predictors are real-time runs: --rerun refuses them.
 
 ns-3's Linux profile gets this host's lags (ACK lag, reply lag, reader wake-up), measured
 at the study's start before its real-time runs (experiments/reader_wakeup.py for_study: 3
@@ -78,12 +84,12 @@ class Site:
     def argv(self) -> list[str]:
         return [*self.flags.split(), "--duplex", "on"]
 
-    def scenario(self):
-        """The Scenario of `magnet path` these flags describe (one stack)."""
+    def scenario(self, seed: int = 1):
+        """The Scenario of `magnet path --seed SEED` with these flags (one stack)."""
         from magnet.replay import scenario
         p = argparse.ArgumentParser()
         scenario.add_arguments(p, chain=False)
-        s = scenario.from_args(p.parse_args(self.argv))
+        s = scenario.from_args(p.parse_args([*self.argv, "--seed", str(seed)]))
         return s.replace(stacks=1)
 
 
@@ -167,15 +173,16 @@ sleep 0.3; kill -INT $td; wait $td || exit 125
 exit $status"""]
 
 
-def run_app(run: Run, recipe, commands, site: Site, pcap: bool = False) -> None:
-    """The application across `site` with both sides captured (and tcpdump for the source)."""
+def run_app(run: Run, recipe, commands, site: Site, seed: int, pcap: bool = False) -> None:
+    """The application across `site` (its seed `seed`) with both sides captured (and tcpdump
+    for the source)."""
     from magnet.replay import path
     run.dir.mkdir(parents=True, exist_ok=True)
     out, log = run.dir / "client.out", run.dir / "path.log"
     started = time.monotonic()
     with open(out, "w") as stdout, open(run.dir / "client.err", "w") as stderr, open(log, "w") as said:
         try:
-            result = path.run(site.scenario(), client_script(commands.client, run.dir / "a.pcap" if pcap else None,
+            result = path.run(site.scenario(seed), client_script(commands.client, run.dir / "a.pcap" if pcap else None,
                                                               run.dir / "tcpdump.log"),
                               server_cmd=shlex.join(commands.server), ready_port=commands.port,
                               capture=str(run.dir / "t"), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
@@ -196,15 +203,15 @@ def run_app(run: Run, recipe, commands, site: Site, pcap: bool = False) -> None:
     run.status = "ok"
 
 
-def replay_options(engine: str, lags: common.HostLags | None = None) -> list[str]:
-    """Engine options the study sets: ns-3's Linux TCP profile where it has one (the
-    truth is Linux's TCP), with this host's lags (`lags`, the study's; else the constants
-    common.HOST_READER_WAKEUP_NS, HOST_ACK_LAG_NS, HOST_REPLY_LAG_NS) where this magnet has
-    the options."""
+def replay_options(engine: str, lags: common.HostLags | None = None, seed: int = 1) -> list[str]:
+    """Engine options the study sets: the paths' seed; for ns-3 its Linux TCP profile where it
+    has one (the truth is Linux's TCP), with this host's lags (`lags`, the study's; else the
+    constants common.HOST_READER_WAKEUP_NS, HOST_ACK_LAG_NS, HOST_REPLY_LAG_NS) where this
+    magnet has the options."""
     if engine != "ns3":
-        return []
+        return ["--seed", str(seed)]
     text = subprocess.run([*magnet_command(), "replay", "ns3", "--help"], capture_output=True, text=True).stdout
-    options = ["--tcp-model", "linux"] if "--tcp-model" in text else []
+    options = ["--seed", str(seed)] + (["--tcp-model", "linux"] if "--tcp-model" in text else [])
     given = (lags or common.HostLags()).argv()
     if "--reader-wakeup" in text:
         options += given[0:2]
@@ -213,16 +220,25 @@ def replay_options(engine: str, lags: common.HostLags | None = None) -> list[str
     return options
 
 
-def ns3_options(runs: list[Run]) -> str:
-    """The options the study gave `magnet replay ns3` (its TCP model, the host's lags), as
-    its first ns-3 replay's log recorded them: right also for runs measured again (--reanalyse)."""
+NS3_OPTIONS = ("--seed", "--tcp-model", "--reader-wakeup", "--ack-lag", "--reply-lag")   # what the study sets
+
+
+def ns3_options(runs: list[Run], named=NS3_OPTIONS) -> str:
+    """The options the study gave `magnet replay ns3` (the seed, its TCP model, the host's
+    lags; those of them `named`), as its first ns-3 replay's log recorded them: right also
+    for runs measured again (--reanalyse)."""
     for run in runs:
         log = run.dir / "replay.log"
         if run.kind in PREDICTORS and PREDICTORS[run.kind].engine == "ns3" and log.exists():
             words = shlex.split(log.read_text(errors="replace").split("\n", 1)[0].removeprefix("$ "))
-            return " ".join(f"{w} {words[i + 1]}" for i, w in enumerate(words[:-1])
-                            if w in ("--tcp-model", "--reader-wakeup", "--ack-lag", "--reply-lag"))
+            return " ".join(f"{w} {words[i + 1]}" for i, w in enumerate(words[:-1]) if w in named)
     return ""
+
+
+def ns3_seed(runs: list[Run]) -> int:
+    """The seed the study's ns-3 replays had (1, ns-3's default, where their log names none)."""
+    given = ns3_options(runs, ("--seed",)).split()
+    return int(given[1]) if given else 1
 
 
 def replay_unavailable(engine: str) -> str | None:
@@ -322,7 +338,10 @@ def options(argv):
                    help="replay only these ns-3 predictors (e.g. demand-ns3) again from the sources kept in "
                         "--work, replacing their runs and rows of runs.csv, then measure every kept run")
     common.add_host_lags(p)
+    p.set_defaults(seed=None)                   # --rerun: the study's own unless given
     args = common.parse(p, argv)
+    if args.rerun is None and args.seed is None:
+        args.seed = 1
     if args.host_lags is not None and (args.reanalyse or args.rerun is not None):
         p.error("--host-lags: a study's own runs only (--rerun takes the lags the study in --work recorded)")
     if args.reanalyse and not args.work:
@@ -373,7 +392,7 @@ def execute(args, work: Path, lags: common.HostLags | None = None) -> list[Run]:
     why in its status."""
     realtime, ns3 = plan(args, work)
     engines_down = {e: why for e in ("tcp", "ns3") if (why := replay_unavailable(e))}
-    extra = {e: replay_options(e, lags) for e in ("tcp", "ns3") if e not in engines_down}
+    extra = {e: replay_options(e, lags, args.seed) for e in ("tcp", "ns3") if e not in engines_down}
     sources = {r.app: r for r in realtime if r.kind == "source"}
     demands: dict[str, dict[str, Path]] = {}
     commands: dict = {}
@@ -385,7 +404,7 @@ def execute(args, work: Path, lags: common.HostLags | None = None) -> list[Run]:
         source, recipe = sources[run.app], recipe_of(run.app, args.full_work)
         if run.kind == "source":
             commands[run.app] = recipe.prepare(work / run.app / "files")
-            run_app(run, recipe, commands[run.app], SOURCE, pcap=True)
+            run_app(run, recipe, commands[run.app], SOURCE, args.seed, pcap=True)
             if run.status == "ok":
                 try:
                     demands[run.app] = make_demands(run)
@@ -394,7 +413,7 @@ def execute(args, work: Path, lags: common.HostLags | None = None) -> list[Run]:
         elif source.status != "ok":
             run.status = f"no source ({source.status})"
         elif run.kind == "truth":
-            run_app(run, recipe, commands[run.app], SITES[run.site])
+            run_app(run, recipe, commands[run.app], SITES[run.site], args.seed)
         else:
             predict(run, demands[run.app], engines_down, extra)
         return run
@@ -454,7 +473,8 @@ def rerun(args, work: Path, lags: common.HostLags | None = None) -> list[Run]:
     if not again:
         raise common.StudyError(str(work / "runs.csv"), f"no {', '.join(args.rerun)} runs of "
                                 f"{', '.join(args.apps)} on {', '.join(args.paths)} to re-run")
-    extra = {"ns3": replay_options("ns3", lags)}
+    seed = ns3_seed(runs) if args.seed is None else args.seed
+    extra = {"ns3": replay_options("ns3", lags, seed)}
     sources = {r.app: r for r in runs if r.kind == "source"}
     bar = common.progress(total=len(again), desc="fidelity --rerun")
 

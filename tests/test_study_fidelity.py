@@ -40,14 +40,30 @@ def test_ns3_replays_get_the_linux_profile_and_this_hosts_lags(tmp_path):
     """The demand-ns3 predictor replays with `--tcp-model linux` and this host's measured lags
     (`--reader-wakeup --ack-lag --reply-lag`), and the README names them from the replay's log."""
     options = fidelity.replay_options("ns3")
-    assert options == ["--tcp-model", "linux", *LAGS.split()]
-    assert fidelity.replay_options("tcp") == []
-    assert fidelity.replay_options("ns3", common.HostLags(9_900, 7_300, 17_000, "measured")) == [
-        "--tcp-model", "linux", "--reader-wakeup", "17000ns", "--ack-lag", "9900ns", "--reply-lag", "7300ns"]
+    assert options == ["--seed", "1", "--tcp-model", "linux", *LAGS.split()]
+    assert fidelity.replay_options("tcp", seed=3) == ["--seed", "3"]
+    assert fidelity.replay_options("ns3", common.HostLags(9_900, 7_300, 17_000, "measured"), seed=2) == [
+        "--seed", "2", "--tcp-model", "linux", "--reader-wakeup", "17000ns", "--ack-lag", "9900ns",
+        "--reply-lag", "7300ns"]
     run = fidelity.Run("redis-paced", "60ms-10M", "demand-ns3", 1, tmp_path)
     (tmp_path / "replay.log").write_text("$ " + " ".join(["magnet", "replay", "ns3", "d.csv", *options,
                                                           "-o", "x"]) + "\nmore\n")
-    assert fidelity.ns3_options([run]) == f"--tcp-model linux {LAGS}"
+    assert fidelity.ns3_options([run]) == f"--seed 1 --tcp-model linux {LAGS}"
+    assert fidelity.ns3_seed([run]) == 1
+    (tmp_path / "replay.log").write_text("$ magnet replay ns3 d.csv --tcp-model linux -o x\n")
+    assert fidelity.ns3_seed([run]) == 1                 # a study made before it gave the seed
+    (tmp_path / "replay.log").write_text("$ magnet replay ns3 d.csv --seed 7 -o x\n")
+    assert fidelity.ns3_seed([run]) == 7
+
+
+def test_a_studys_seed_is_its_paths_in_both_engines():
+    """--seed S is every path's seed, the application's runs and both engines' replays alike;
+    --rerun keeps the study's own unless given."""
+    site = fidelity.SITES["30ms-20M-loss"]
+    assert site.scenario(5).seed == 5 and site.scenario().seed == 1
+    assert fidelity.options(["--seed", "5"]).seed == 5 and fidelity.options([]).seed == 1
+    assert fidelity.options(["--work", "w", "--rerun", "demand-ns3"]).seed is None
+    assert fidelity.options(["--work", "w", "--rerun", "demand-ns3", "--seed", "3"]).seed == 3
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +147,7 @@ def test_reanalyse_measures_the_kept_runs_again(study, tmp_path):
     pd.testing.assert_frame_equal(pd.read_csv(out / "fidelity.csv"), pd.read_csv(again / "fidelity.csv"))
     text = (again / "README.md").read_text()
     assert "measured again (--reanalyse)" in text
-    given = f"ns-3 replays: `magnet replay ns3 --tcp-model linux {LAGS}`"
+    given = f"ns-3 replays: `magnet replay ns3 --seed 1 --tcp-model linux {LAGS}`"
     assert given in (out / "README.md").read_text()
     assert given in text
 
@@ -156,7 +172,7 @@ def test_rerun_replays_only_the_named_ns3_predictor(study, tmp_path):
     assert fidelity.main(["--rerun", "demand-ns3", "--apps", APP, "--paths", SITE, "--runs", "2",
                           "--work", str(work), "--out", str(again)]) == 0
     assert not (site / "demand-ns3" / "stale").exists() and log.stat().st_mtime_ns > before_log
-    assert f"--tcp-model linux {LAGS}" in log.read_text().splitlines()[0]
+    assert f"--seed 1 --tcp-model linux {LAGS}" in log.read_text().splitlines()[0]     # the study's seed
     assert {p: p.stat().st_mtime_ns for p in untouched} == untouched
     runs = pd.read_csv(work / "runs.csv")
     mine = (runs["kind"] == "demand-ns3").to_numpy()
@@ -176,9 +192,9 @@ def test_rerun_takes_the_lags_the_study_recorded(study, tmp_path):
     common.HostLags(9_900, 7_300, 17_000, "measured", how="3 runs of 6 s").write(work / common.LAGS_FILE)
     log = work / APP / SITE / "demand-ns3" / "replay.log"
 
-    def rerun(name):
+    def rerun(name, *given):
         assert fidelity.main(["--rerun", "demand-ns3", "--apps", APP, "--paths", SITE, "--runs", "2",
-                              "--work", str(work), "--out", str(tmp_path / name)]) == 0
+                              "--work", str(work), "--out", str(tmp_path / name), *given]) == 0
         return log.read_text().splitlines()[0], (tmp_path / name / "README.md").read_text()
     first, readme = rerun("measured")
     assert "--tcp-model linux --reader-wakeup 17000ns --ack-lag 9900ns --reply-lag 7300ns" in first
@@ -188,6 +204,8 @@ def test_rerun_takes_the_lags_the_study_recorded(study, tmp_path):
     (work / common.LAGS_FILE).unlink()            # a study made before studies measured them
     first, readme = rerun("none")
     assert f"--tcp-model linux {LAGS}" in first and f"the study in `{work}` recorded none" in readme
+    first, readme = rerun("seed", "--seed", "2")              # a seed given: the study's replaced
+    assert "--seed 2 --tcp-model" in first and "`magnet replay ns3 --seed 2 --tcp-model linux" in readme
 
 
 def test_reanalyse_counts_the_predictors_the_study_ran(study, tmp_path):
@@ -251,3 +269,4 @@ def test_agreement_suite_reads_the_kept_runs(study, tmp_path):
     assert "## The suite's applications" in readme
     assert f"`{work}`: ACK lag 10.245 us, reply lag 7.812 us, reader wake-up 29.184 us, constants " \
            "(--quick does not measure them)" in readme
+    assert f"The seed of each study's ns-3 replays: `{work}` 1." in readme
