@@ -165,7 +165,9 @@ def cdfs(app: str, sites: list[str], profiles: dict, runs, predictors: list[str]
             ax.set_xscale("log" if log else "linear")
             ax.set_title(f"{app} on {site}: {title}", fontsize=9)
             ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="lower right")
+    drawn = [ax for ax in np.ravel(axes) if ax.get_legend_handles_labels()[0]]
+    if drawn:                                       # the key on the first panel with a line in it
+        drawn[0].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
 
