@@ -57,7 +57,7 @@ def test_ns3_test_suite_passes(programs):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("PASS magnet-replay"), proc.stdout
-    assert sum(line.strip().startswith("PASS") for line in lines) == 21, proc.stdout
+    assert sum(line.strip().startswith("PASS") for line in lines) == 22, proc.stdout
     assert "FAIL" not in proc.stdout
 
 

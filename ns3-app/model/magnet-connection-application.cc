@@ -394,7 +394,9 @@ MagnetConnectionApplication::StateChanged(TcpSocket::TcpStates_t from, TcpSocket
     // side's own FIN awaits its ACK (the two crossed).  ns-3 tells the application only
     // on TIME_WAIT, once this side's FIN is ACKed (a round trip after it left); Linux's
     // read() returns 0 as soon as the FIN is in.  Not from within the socket's processing.
-    if (to == TcpSocket::CLOSING)
+    // (From FIN_WAIT_1 only: the Linux profile passes a segment it takes in CLOSING through
+    // CLOSE_WAIT and back.)
+    if (from == TcpSocket::FIN_WAIT_1 && to == TcpSocket::CLOSING)
     {
         Simulator::ScheduleNow(&MagnetConnectionApplication::PeerClose, this, m_socket);
     }

@@ -3047,6 +3047,15 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
     bool ackOnly = parsed &&
                    (header.GetFlags() & ~(TcpHeader::PSH | TcpHeader::URG | TcpHeader::CWR |
                                           TcpHeader::ECE)) == TcpHeader::ACK;
+    // CLOSING (the two FINs crossed): an ACK short of this end's FIN, or the peer's FIN again
+    // with one (ClosingShortAck).
+    if (parsed && m_state == CLOSING && (header.GetFlags() & TcpHeader::ACK) &&
+        !(header.GetFlags() & (TcpHeader::SYN | TcpHeader::RST)) &&
+        (ackOnly || (header.GetFlags() & TcpHeader::FIN)) && header.GetAckNumber() <= m_tcb->m_highTxMark.Get())
+    {
+        ClosingShortAck(packet, fromAddress, toAddress);
+        return;
+    }
     if (m_state != LAST_ACK || !ackOnly || header.GetAckNumber() > m_tcb->m_highTxMark.Get())
     {
         TcpSocketBase::DoForwardUp(packet, fromAddress, toAddress);
@@ -3060,6 +3069,46 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
         // Taken as in CLOSE_WAIT, an ACK of all the data cancelled the timer that resends
         // the FIN (nothing is out there once the data is ACKed): re-arm it.
         RearmRto();
+    }
+}
+
+void
+MagnetLinuxTcpSocket::ClosingShortAck(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress)
+{
+    // CLOSING: this end's FIN crossed the peer's and awaits its ACK.  ns-3 (ProcessClosing)
+    // takes any ACK at rcv_nxt for it (TimeWait: every timer cancelled) and closes on the
+    // peer's FIN again (CloseAndNotify), this end's FIN ACKed or not.  When that FIN was lost
+    // (a full queue), the peer ACKed only the data before it -- and was left in FIN_WAIT_2 for
+    // ever, the FIN never resent (seen with redis-benchmark's crossing closes, 4 cross flows).
+    // Linux (tcp_rcv_state_process) takes the ACK (tcp_ack) and leaves CLOSING for TIME_WAIT only
+    // once snd_una reaches write_seq; the FIN stays in the retransmission queue on its timer
+    // (tcp_retransmit_timer).  The peer's FIN again lies before rcv_nxt: a duplicate ACK at once
+    // (tcp_data_queue, out of window).  So: the ACK as in CLOSE_WAIT (ProcessWait: ReceivedAck
+    // alone), the FIN's timer kept, and the duplicate ACK for a FIN.
+    Ptr<Packet> ack = packet->Copy();
+    TcpHeader ackHeader;
+    ack->RemoveHeader(ackHeader);
+    const bool fin = ackHeader.GetFlags() & TcpHeader::FIN;
+    const uint32_t payload = ack->GetSize();
+    ackHeader.SetFlags(ackHeader.GetFlags() & ~TcpHeader::FIN);
+    ack->AddHeader(ackHeader);
+    Ptr<MagnetLinuxTcpSocket> self(this); // an ACK may close it
+    m_state = CLOSE_WAIT;
+    TcpSocketBase::DoForwardUp(ack, fromAddress, toAddress);
+    if (m_state != CLOSE_WAIT)
+    {
+        return;
+    }
+    m_state = CLOSING;
+    // Taken as in CLOSE_WAIT, an ACK of all the data cancelled the one timer (NewAck): the
+    // FIN is still out.  TcpSocketBase::ReTxTimeout resends it in CLOSING (FinTimer: backoff).
+    if (!m_retxEvent.IsPending() && !m_probeTimer.IsPending() && !m_reoTimer.IsPending())
+    {
+        m_retxEvent = Simulator::Schedule(m_rto, &MagnetLinuxTcpSocket::ReTxTimeout, this);
+    }
+    if (fin && payload == 0)
+    {
+        SendAck();
     }
 }
 

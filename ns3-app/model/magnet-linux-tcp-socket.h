@@ -248,6 +248,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void SynChallenge();
     /** LAST_ACK: the peer's FIN again, this end's FIN not ACKed -- its ACK taken, a duplicate ACK sent. */
     void LastAckFinAgain(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
+    /** CLOSING: an ACK short of this end's FIN (or the peer's FIN again) -- taken, the FIN kept on its timer. */
+    void ClosingShortAck(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
     /** tcp_timewait_state_process: a segment in TIME_WAIT ACKed unless a bare ACK at rcv_nxt or a RST. */
     void TimeWaitSegment(const TcpHeader& header, uint32_t payload);
     /** tcp_v4_send_reset from a listening socket: the RST a segment with an ACK draws. */

@@ -933,6 +933,60 @@ class MagnetAppAcceptOnFinTestCase : public TestCase
     }
 };
 
+/** A frame that leaves with a FIN: when, in `fins`. */
+static void
+RecordFin(std::vector<Time>* fins, Ptr<const Packet> frame)
+{
+    Ptr<Packet> p = frame->Copy();
+    PppHeader ppp;
+    Ipv4Header ip;
+    TcpHeader tcp;
+    p->RemoveHeader(ppp);
+    p->RemoveHeader(ip);
+    p->RemoveHeader(tcp);
+    if (tcp.GetFlags() & TcpHeader::FIN)
+    {
+        fins->push_back(Simulator::Now());
+    }
+}
+
+/**
+ * `path`'s demand between two nodes over a 10 Mbit/s, 10 ms link, `model`'s TCP profile
+ * (linux, ns3): when each node's FINs left in fins[node] (0 the client), the client's
+ * device receiving through `atClient` if given.
+ */
+static MagnetAppReplay
+InstallClosesReplay(const std::string& path, const std::string& model, std::vector<Time> (&fins)[2],
+                    Ptr<ErrorModel> atClient)
+{
+    MagnetTcpConfig config;
+    config.model = model;
+    MagnetTcpProfile profile(config);
+    profile.ApplyDefaults();
+    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
+    NodeContainer nodes;
+    nodes.Create(2);
+    PointToPointHelper p2p;
+    p2p.SetDeviceAttribute("DataRate", StringValue("10Mbps"));
+    p2p.SetChannelAttribute("Delay", StringValue("10ms"));
+    NetDeviceContainer devices = p2p.Install(nodes);
+    MagnetTcpProfile::InstallStack(nodes);
+    Ipv4InterfaceContainer addresses = Ipv4AddressHelper("10.9.0.0", "255.255.255.0").Assign(devices);
+    TrafficControlHelper().Uninstall(devices);
+    for (uint32_t i = 0; i < 2; ++i)
+    {
+        devices.Get(i)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&RecordFin, &fins[i]));
+    }
+    if (atClient)
+    {
+        devices.Get(0)->SetAttribute("ReceiveErrorModel", PointerValue(atClient));
+    }
+    MagnetAppReplayHelper helper(path);
+    helper.SetAttribute("Protocol", TypeIdValue(profile.SocketFactory()));
+    helper.SetAttribute("TcpVariant", StringValue(profile.CongestionControl()));
+    return helper.Install(nodes.Get(0), addresses.GetAddress(0), nodes.Get(1), addresses.GetAddress(1));
+}
+
 /**
  * Both sides of a connection close at their recorded times, the second before the
  * first's FIN reached it (a server closing a few ms after its answer, the client as
@@ -959,21 +1013,6 @@ class MagnetAppCrossingClosesTestCase : public TestCase
     std::string m_model;
     std::vector<Time> m_fins[2]; //!< per node (0 the client): when its FINs left
 
-    static void OnTx(std::vector<Time>* fins, Ptr<const Packet> frame)
-    {
-        Ptr<Packet> p = frame->Copy();
-        PppHeader ppp;
-        Ipv4Header ip;
-        TcpHeader tcp;
-        p->RemoveHeader(ppp);
-        p->RemoveHeader(ip);
-        p->RemoveHeader(tcp);
-        if (tcp.GetFlags() & TcpHeader::FIN)
-        {
-            fins->push_back(Simulator::Now());
-        }
-    }
-
     void DoRun() override
     {
         std::string path = TempPath("closes.csv");
@@ -986,30 +1025,7 @@ class MagnetAppCrossingClosesTestCase : public TestCase
                                "1,send,server,30000000,1000,1,1000,0,0\n"
                                "1,close,server,35000000,0,-1,1000,5000000,0\n"
                                "1,close,client,41000000,0,-1,1000,0,0\n";
-        MagnetTcpConfig config;
-        config.model = m_model;
-        MagnetTcpProfile profile(config);
-        profile.ApplyDefaults();
-        Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
-        NodeContainer nodes;
-        nodes.Create(2);
-        PointToPointHelper p2p;
-        p2p.SetDeviceAttribute("DataRate", StringValue("10Mbps"));
-        p2p.SetChannelAttribute("Delay", StringValue("10ms"));
-        NetDeviceContainer devices = p2p.Install(nodes);
-        MagnetTcpProfile::InstallStack(nodes);
-        Ipv4InterfaceContainer addresses = Ipv4AddressHelper("10.9.0.0", "255.255.255.0").Assign(devices);
-        TrafficControlHelper().Uninstall(devices);
-        for (uint32_t i = 0; i < 2; ++i)
-        {
-            devices.Get(i)->TraceConnectWithoutContext(
-                "MacTx", MakeBoundCallback(&MagnetAppCrossingClosesTestCase::OnTx, &m_fins[i]));
-        }
-        MagnetAppReplayHelper helper(path);
-        helper.SetAttribute("Protocol", TypeIdValue(profile.SocketFactory()));
-        helper.SetAttribute("TcpVariant", StringValue(profile.CongestionControl()));
-        MagnetAppReplay replay = helper.Install(nodes.Get(0), addresses.GetAddress(0),
-                                                nodes.Get(1), addresses.GetAddress(1));
+        MagnetAppReplay replay = InstallClosesReplay(path, m_model, m_fins, nullptr);
         replay.Start(Seconds(1));
         replay.StopWhenDone();
         Simulator::Stop(Seconds(30));
@@ -1042,6 +1058,97 @@ class MagnetAppCrossingClosesTestCase : public TestCase
         }
         NS_TEST_ASSERT_MSG_EQ(m_fins[0].size(), 1, "the client's FIN is not resent");
         NS_TEST_ASSERT_MSG_EQ(m_fins[1].size(), 1, "the server's FIN is not resent");
+        NS_TEST_ASSERT_MSG_EQ((client.done != Time::Max() && server.done != Time::Max()), true, "both sides done");
+        Simulator::Destroy();
+        std::remove(path.c_str());
+    }
+};
+
+/** Loses the first frame carrying a FIN that arrives at its device (as a full queue would). */
+class FirstFinErrorModel : public ErrorModel
+{
+  public:
+    uint32_t dropped{0};
+
+  private:
+    bool DoCorrupt(Ptr<Packet> frame) override
+    {
+        Ptr<Packet> p = frame->Copy();
+        PppHeader ppp;
+        Ipv4Header ip;
+        TcpHeader tcp;
+        p->RemoveHeader(ppp);
+        p->RemoveHeader(ip);
+        p->RemoveHeader(tcp);
+        if (dropped == 0 && (tcp.GetFlags() & TcpHeader::FIN))
+        {
+            dropped++;
+            return true;
+        }
+        return false;
+    }
+
+    void DoReset() override
+    {
+    }
+};
+
+/**
+ * The two FINs cross as in MagnetAppCrossingClosesTestCase, and the server's is lost (a full
+ * queue: redis-benchmark over 4 bulk cross flows).  The client closes once it read the
+ * answer's first segment (of three); its FIN ACKs that one only, so the server goes
+ * FIN_WAIT_1 -> CLOSING, its FIN still out.  The client's ACK of the second segment (at
+ * rcv_nxt, short of the FIN) then reached it in CLOSING and ns-3 (ProcessClosing) took it for
+ * the FIN's: TIME_WAIT, every TcpSocketBase timer cancelled.  Here the profile's loss probe,
+ * still armed for the third segment, resent it with the FIN 68 ms later, from TIME_WAIT; in
+ * redis-benchmark's runs all the data was ACKed, nothing resent the FIN and the client stayed
+ * in FIN_WAIT_2 for ever (the connection incomplete).  Linux leaves CLOSING only once its FIN
+ * is ACKed (tcp_rcv_state_process) and resends the FIN on its timer (at least 200 ms on).
+ */
+class MagnetAppCrossingFinLostTestCase : public TestCase
+{
+  public:
+    MagnetAppCrossingFinLostTestCase()
+        : TestCase("whole application: crossing FINs, the server's lost, resent from CLOSING (linux TCP)")
+    {
+    }
+
+  private:
+    std::vector<Time> m_fins[2]; //!< per node (0 the client): when its FINs left
+
+    void DoRun() override
+    {
+        std::string path = TempPath("closes-lost.csv");
+        std::ofstream(path) << "connection,event,side,time_ns,size,adu,wait_bytes,think_ns,after\n"
+                               "1,open,client,0,0,-1,0,0,0\n"
+                               "1,send,client,0,1000,0,0,0,0\n"
+                               "1,send,server,30000000,3000,1,1000,0,0\n"
+                               "1,close,server,35000000,0,-1,1000,5000000,0\n"
+                               "1,close,client,41000000,0,-1,1000,0,0\n";
+        auto loss = CreateObject<FirstFinErrorModel>();
+        MagnetAppReplay replay = InstallClosesReplay(path, "linux", m_fins, loss); // lost at the client
+        replay.Start(Seconds(1));
+        replay.StopWhenDone();
+        Simulator::Stop(Seconds(30));
+        Simulator::Run();
+
+        std::vector<MagnetConnectionResult> conns = replay.Connections();
+        const auto& client = replay.Get(0, MagnetSide::Client)->GetRecord();
+        const auto& server = replay.Get(0, MagnetSide::Server)->GetRecord();
+        NS_TEST_ASSERT_MSG_EQ(loss->dropped, 1, "a FIN lost on its way to the client");
+        NS_TEST_ASSERT_MSG_EQ(conns.at(0).status, "ok", "the connection ends whole");
+        NS_TEST_ASSERT_MSG_EQ((m_fins[1].empty() || m_fins[0].empty()), false, "both sent a FIN");
+        NS_TEST_ASSERT_MSG_EQ(m_fins[1].front(), server.closed, "the server's FIN (the lost one) leaves when it closes");
+        NS_TEST_ASSERT_MSG_EQ((m_fins[0].front() < server.closed + MilliSeconds(10)), true,
+                              "the client's FIN leaves before the server's could have reached it: they cross");
+        NS_TEST_ASSERT_MSG_EQ(m_fins[1].size(), 2, "the server's FIN resent once, on its timer");
+        NS_TEST_ASSERT_MSG_EQ((m_fins[1].size() > 1 && m_fins[1][1] > m_fins[1][0] + MilliSeconds(200)), true,
+                              "the resend waits for the timer (Linux's RTO floor is 200 ms): FINs at "
+                                  << m_fins[1].front().As(Time::MS) << ", " << m_fins[1].back().As(Time::MS));
+        NS_TEST_ASSERT_MSG_EQ(conns.at(0).bytesReceived, 3000, "the answer read whole");
+        NS_TEST_ASSERT_MSG_EQ((client.peerClosed != Time::Max() && m_fins[1].size() > 1 &&
+                               client.peerClosed > m_fins[1][1]), true,
+                              "the client reads the server's FIN once its resend arrives");
         NS_TEST_ASSERT_MSG_EQ((client.done != Time::Max() && server.done != Time::Max()), true, "both sides done");
         Simulator::Destroy();
         std::remove(path.c_str());
@@ -1197,6 +1304,7 @@ class MagnetReplayTestSuite : public TestSuite
         // Last: these set a profile's defaults.
         AddTestCase(new MagnetAppCrossingClosesTestCase("linux"), Duration::QUICK);
         AddTestCase(new MagnetAppCrossingClosesTestCase("ns3"), Duration::QUICK);
+        AddTestCase(new MagnetAppCrossingFinLostTestCase, Duration::QUICK);
     }
 };
 
