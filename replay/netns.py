@@ -27,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -299,6 +300,9 @@ def sweep(prefix: str) -> list[str]:
     cgroups (magnet/PREFIX-*, after interrupting captures that record them and
     killing their processes); returns what was removed."""
     gone = sweep_cgroups(prefix) + _stop_emulators(prefix)
+    for folder in _scratch_dirs(prefix):
+        shutil.rmtree(folder, ignore_errors=True)
+        gone.append(str(folder))
     ns_name = re.compile(rf"{re.escape(prefix)}-(n\d+|cs|cr)")
     names_found = [name for name in listed() if ns_name.fullmatch(name)]
     remove(names_found)
@@ -314,6 +318,16 @@ def sweep(prefix: str) -> list[str]:
             sh("ip", "link", "del", dev, check=False)
             gone.append(dev)
     return gone
+
+
+def scratch(prefix: str) -> Path:
+    """A new working directory for a run with `prefix`, which sweep(prefix) removes: a run
+    killed outright (SIGKILL) leaves its guard to delete it with the namespaces."""
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}-scratch-"))
+
+
+def _scratch_dirs(prefix: str) -> list[Path]:
+    return sorted(Path(tempfile.gettempdir()).glob(f"{prefix}-scratch-*"))
 
 
 def _stop_emulators(prefix: str) -> list[str]:
@@ -357,7 +371,8 @@ def sweep_stale(family: str) -> list[str]:
         cgroups = [p.name for p in (capture.cgroup2_root() / capture.CGROUP_PARENT).glob(f"{family}*")]
     except capture.CaptureError:
         cgroups = []
-    stale = {m.group(1) for m in map(pattern.match, listed() + cgroups)
+    scratches = [p.name for p in Path(tempfile.gettempdir()).glob(f"{family}*-scratch-*")]
+    stale = {m.group(1) for m in map(pattern.match, listed() + cgroups + scratches)
              if m and not Path(f"/proc/{m.group(2)}").exists()}
     return [name for prefix in sorted(stale) for name in sweep(prefix)]
 

@@ -40,7 +40,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -383,7 +382,7 @@ def run(scenario: Scenario, client_cmd: list[str] | None = None, server_cmd: str
 def _run(stack: ExitStack, scenario: Scenario, tcp: Applied, client_cmd, server_cmd,
          server_argv_, ready, ready_timeout_s, capture_to, preload_shim, log, users, env, stdio,
          realtime, say) -> PathRun:
-    work = Path(tempfile.mkdtemp(prefix="magnet-path-"))
+    work = netns.scratch(run_prefix())
     stack.callback(shutil.rmtree, work, True)
     net, sides = set_up(stack, scenario, tcp, users, work, log, realtime)
     applied = describe(net, scenario, tcp)
@@ -419,11 +418,16 @@ def _run(stack: ExitStack, scenario: Scenario, tcp: Applied, client_cmd, server_
     return run
 
 
+def run_prefix() -> str:
+    """This run's names: its namespaces, devices, cgroups and scratch directory."""
+    return f"{FAMILY}{os.getpid()}"
+
+
 def set_up(stack: ExitStack, scenario: Scenario, tcp: Applied, users: dict[str, User], work: Path,
            log, realtime: bool) -> tuple[wan.Wan, dict[str, Side]]:
     """The namespaces and the emulator (replay.wan), each side's hosts file, cgroup and
     socket options; everything undone when `stack` closes."""
-    prefix = f"{FAMILY}{os.getpid()}"
+    prefix = run_prefix()
     netns.sweep_stale(FAMILY)
     stack.callback(netns.sweep_cgroups, prefix)            # last: whatever an interrupt left
     try:

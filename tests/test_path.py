@@ -234,14 +234,17 @@ def test_ctrl_c_at_the_terminal_reaches_the_client_alone():
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
-def test_a_signal_leaves_nothing_behind(sig):
+def test_a_signal_leaves_nothing_behind(sig, tmp_path):
     """magnet path is signalled while the client runs (a server listening): SIGTERM and
     SIGINT are passed on to the client, everything is torn down, exit 128+N; after
-    SIGKILL the guard process removes it all."""
+    SIGKILL the guard process removes it all, the run's scratch directory too (it was
+    left in /tmp)."""
     marker = f"{31 + sig / 100:.2f}"
+    scratch = tmp_path / "tmp"                     # the run's TMPDIR, to see what it leaves
+    scratch.mkdir()
     proc = subprocess.Popen([str(BIN / "magnet"), "path", "--delay", "1ms", "--server",
                              "python3 -m http.server 8000", "--", "sh", "-c", f"sleep {marker}"],
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(scratch)})
     client = f"\0sleep\0{marker}\0"              # not in magnet's own command line
     deadline = time.monotonic() + 60
     while not marked(client) and time.monotonic() < deadline:
@@ -253,6 +256,7 @@ def test_a_signal_leaves_nothing_behind(sig):
     if sig != signal.SIGKILL:
         assert f"interrupted ({signal.Signals(sig).name})" in err and "Traceback" not in err
     deadline = time.monotonic() + 20                # SIGKILL: the guard's sweep
-    while (leftovers(proc.pid) or marked(client)) and time.monotonic() < deadline:
+    while (leftovers(proc.pid) or marked(client) or any(scratch.iterdir())) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not leftovers(proc.pid) and not marked(client)
+    assert not list(scratch.iterdir())
