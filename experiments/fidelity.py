@@ -35,9 +35,11 @@ and time), README.md (a table per application, the heat map, CDFs, the findings)
 the figures.  --quick: three applications on one path, under ten minutes.
 
 --seed S (default 1) is every path's seed in both engines (`magnet path --seed`, `magnet replay
-tcp|ns3 --seed`: linkem's random loss, ns-3's draws of its loss and of its bulk flows' starts), the
-same for a study's truth runs and its predictions; give each study of a suite its own, so that
-its replays sample the paths as independently as its real runs do.
+tcp|ns3 --seed`: linkem's random loss, ns-3's draws of its loss and of its bulk flows' starts) for
+the source and the predictions; truth run k has seed S + k - 1 (run 1 draws as the replays do, the
+others their own: a path's losses are not the same packets in every run of an application); give
+each study of a suite its own, so that its replays sample the paths as independently as its real
+runs do.
 
 A study kept with --work can be measured again (--reanalyse, nothing runs) or have its
 ns-3 predictors replayed again by this checkout's ns-3 from the demands its sources
@@ -171,6 +173,13 @@ until grep -q listening {shlex.quote(str(log))}; do kill -0 $td 2>/dev/null || e
 {run}; status=$?
 sleep 0.3; kill -INT $td; wait $td || exit 125
 exit $status"""]
+
+
+def truth_seed(seed: int, run: int) -> int:
+    """The path's seed for truth run `run` (1-based) of a study with --seed `seed`: run 1 has
+    the replays' seed (its loss drawn as theirs), each later run its own, so that the
+    truth runs sample the path's randomness as independently as the application would."""
+    return seed + run - 1
 
 
 def run_app(run: Run, recipe, commands, site: Site, seed: int, pcap: bool = False) -> None:
@@ -413,7 +422,7 @@ def execute(args, work: Path, lags: common.HostLags | None = None) -> list[Run]:
         elif source.status != "ok":
             run.status = f"no source ({source.status})"
         elif run.kind == "truth":
-            run_app(run, recipe, commands[run.app], SITES[run.site], args.seed)
+            run_app(run, recipe, commands[run.app], SITES[run.site], truth_seed(args.seed, run.run))
         else:
             predict(run, demands[run.app], engines_down, extra)
         return run

@@ -459,8 +459,11 @@ def describe(net: wan.Wan, scenario: Scenario, tcp: Applied) -> str:
     s, path = net.stack(1), scenario.path[0]
     cross = ([f"  cross traffic: {'; '.join(c.describe() for c in scenario.cross)}"
               + (" (both directions)" if path.duplex else "")] if scenario.cross else [])
+    drawn = [what for what, there in (("random loss", path.loss), ("jitter", path.jitter_ns),
+                                      ("cross traffic", scenario.cross)) if there]
+    seed = [f"  seed {scenario.seed}: the draws of its {', '.join(drawn)}"] if drawn else []
     return "\n".join([f"magnet path: client {s.left_ns} ({s.left_addr}) -- linkem -- server "
-                      f"{s.right_ns} ({s.right_addr})", f"  path: {path.describe()}", *cross,
+                      f"{s.right_ns} ({s.right_addr})", f"  path: {path.describe()}", *cross, *seed,
                       *(f"  TCP: {line}" for line in tcp.lines), net.describe()])
 
 

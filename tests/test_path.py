@@ -146,11 +146,13 @@ def connection(records: np.ndarray) -> dict:
 def test_client_sees_the_server_by_name_and_its_exit_status_is_returned(tmp_path):
     """Without --server: MAGNET_SERVER and the host name `server` reach the server's
     namespace (nothing listens: connection refused, across the path); the exit status
-    is the client's; --user runs it as that user."""
+    is the client's; --user runs it as that user; the seed of what the path draws is said."""
     script = ('echo "$MAGNET_SERVER"; getent hosts server; id -u; '
               'python3 -c "import socket; socket.create_connection((\'server\', 9))" 2>&1 | tail -1; exit 7')
-    proc = run_magnet("path", "--delay", "5ms", "--user", "nobody", "--", "sh", "-c", script)
+    proc = run_magnet("path", "--delay", "5ms", "--jitter", "1ms", "--seed", "4", "--user", "nobody", "--",
+                      "sh", "-c", script)
     assert proc.returncode == 7, proc.stderr_text
+    assert "  seed 4: the draws of its jitter\n" in proc.stderr_text
     lines = proc.stdout_text.splitlines()
     assert lines[0] == "10.203.1.2" and lines[1].split() == ["10.203.1.2", "server"]
     assert lines[2] == "65534" and "Connection refused" in lines[3]

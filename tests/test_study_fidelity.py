@@ -64,6 +64,8 @@ def test_a_studys_seed_is_its_paths_in_both_engines():
     assert fidelity.options(["--seed", "5"]).seed == 5 and fidelity.options([]).seed == 1
     assert fidelity.options(["--work", "w", "--rerun", "demand-ns3"]).seed is None
     assert fidelity.options(["--work", "w", "--rerun", "demand-ns3", "--seed", "3"]).seed == 3
+    # truth runs draw their own losses, the first as the replays do
+    assert [fidelity.truth_seed(5, k) for k in (1, 2, 3)] == [5, 6, 7]
 
 
 @pytest.fixture(scope="module")
