@@ -221,7 +221,14 @@ MagnetLinuxTcpSocket::GetTypeId()
                           "order; 0: at once (an ideal host).",
                           TimeValue(Time(0)),
                           MakeTimeAccessor(&MagnetLinuxTcpSocket::m_replyLag),
-                          MakeTimeChecker(Time(0)));
+                          MakeTimeChecker(Time(0)))
+            .AddAttribute("TsoDefer",
+                          "tcp_tso_should_defer: before an skb of more than one segment (Linux builds "
+                          "GSO skbs on every route), wait for the next ACK when less than a full skb "
+                          "of room is left and an ACK is due within 1 ms.",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&MagnetLinuxTcpSocket::m_tsoDefer),
+                          MakeBooleanChecker());
     return tid;
 }
 
@@ -254,6 +261,7 @@ MagnetLinuxTcpSocket::MagnetLinuxTcpSocket(const MagnetLinuxTcpSocket& sock)
       m_readerWakeup(sock.m_readerWakeup),
       m_ackLag(sock.m_ackLag),
       m_replyLag(sock.m_replyLag),
+      m_tsoDefer(sock.m_tsoDefer),
       m_userNoDelay(sock.m_userNoDelay),
       m_sndBuf(sock.m_sndBuf)
 {
@@ -314,6 +322,12 @@ const MagnetLinuxTcpSocket::LossStats&
 MagnetLinuxTcpSocket::GetLossStats() const
 {
     return m_lossStats;
+}
+
+uint64_t
+MagnetLinuxTcpSocket::GetTsoDeferrals() const
+{
+    return m_tsoDeferrals;
 }
 
 Time
@@ -1099,6 +1113,7 @@ MagnetLinuxTcpSocket::MarkWrite(uint64_t from)
     const uint64_t unsent = tail > nxt ? static_cast<uint32_t>(tail - nxt) : 0;
     const uint64_t sentEnd = m_written - std::min(unsent, m_written);
     uint64_t skb = from; // the write starts a new skb...
+    bool appended = false;
     if (sentEnd < from)
     {
         // ... unless data before it is unsent: the queue's last skb (after a split, its
@@ -1108,17 +1123,27 @@ MagnetLinuxTcpSocket::MarkWrite(uint64_t from)
         if (from - last < goal)
         {
             skb = last;
+            appended = true;
             if (!m_writeEnds.empty() && m_writeEnds.back() == from)
             {
                 m_writeEnds.pop_back();
             }
         }
     }
+    while (!m_skbStarts.empty() && m_skbStarts.front() <= sentEnd)
+    {
+        m_skbStarts.pop_front(); // sent: the send head starts at sentEnd
+    }
+    if (!appended && skb > sentEnd)
+    {
+        m_skbStarts.push_back(skb); // where the send head's skb will end (TsoShouldDefer)
+    }
     while (m_written - skb > goal)
     {
         // An skb full with more to copy: forced_push marks it once write_seq is more than
         // half the peer's largest window past pushed_seq.
         skb += goal;
+        m_skbStarts.push_back(skb);
         if (skb - m_pushedSeq > m_maxWindow / 2)
         {
             m_writeEnds.push_back(skb);
@@ -1197,6 +1222,131 @@ MagnetLinuxTcpSocket::GsoStep(SequenceNumber32 seq)
         m_gsoTime = now;
     }
     m_gsoPsh = m_gsoSegs < 2 ? 0 : (m_gsoLeft == 1 ? 2 : 1);
+}
+
+bool
+MagnetLinuxTcpSocket::TsoShouldDefer() const
+{
+    // tcp_write_xmit, before each skb at the send head: tcp_cwnd_test's quota, tcp_grow_skb,
+    // tcp_set_skb_tso_segs, and for more than one segment tcp_tso_should_defer (push_one 0: not a
+    // loss probe's).  Resends (tcp_xmit_retransmit_queue) never wait.
+    if (!m_tsoDefer || m_sendingProbe || m_txBuffer->GetLost() > 0 ||
+        m_tcb->m_congState.Get() >= TcpSocketState::CA_RECOVERY)
+    {
+        return false; // "if (icsk->icsk_ca_state >= TCP_CA_Recovery) goto send_now"
+    }
+    const SequenceNumber32 nxt = m_tcb->m_highTxMark.Get();
+    const Time now = Simulator::Now();
+    if (m_gsoLeft > 0 && nxt == m_gsoNext && now == m_gsoTime)
+    {
+        return false; // a segment of the skb being sent (GsoStep)
+    }
+    const uint32_t unsent = m_txBuffer->SizeFromSequence(nxt);
+    const uint32_t inFlight = m_packets->InFlight();
+    const uint32_t cwnd = CwndPackets();
+    if (!unsent || inFlight >= cwnd)
+    {
+        return false;
+    }
+    const uint64_t mss = m_tcb->m_segmentSize;
+    const uint32_t maxSegs = TsoSegs();
+    const uint32_t quota = std::min({std::max(cwnd / 2, 1U), cwnd - inFlight, maxSegs});
+    // The send head's skb: from nxt to where the write queue's next skb starts (MarkWrite);
+    // tcp_grow_skb moves up to the quota's missing bytes from the next skb into it.
+    const uint64_t head = m_written - static_cast<uint32_t>(m_txBuffer->TailSequence() - nxt);
+    while (!m_skbStarts.empty() && m_skbStarts.front() <= head)
+    {
+        m_skbStarts.pop_front();
+    }
+    uint64_t end = m_skbStarts.empty() ? m_written : m_skbStarts.front();
+    if (end - head < quota * mss && !m_skbStarts.empty())
+    {
+        const uint64_t nextEnd = m_skbStarts.size() > 1 ? m_skbStarts[1] : m_written;
+        end = std::min(head + quota * mss, nextEnd);
+        if (end == nextEnd)
+        {
+            m_skbStarts.pop_front(); // the next skb eaten whole (tcp_eat_one_skb)
+            if (m_skbStarts.empty())
+            {
+                m_tailSkb = head; // ... it was the last: the send head's skb is now
+            }
+        }
+        else
+        {
+            m_skbStarts.front() = end;
+        }
+    }
+    const uint64_t len = end - head;
+    const bool last = m_skbStarts.empty();
+    if (len <= mss)
+    {
+        return false; // one segment: tcp_nagle_test decides, not this
+    }
+    const SequenceNumber32 una = m_txBuffer->HeadSequence();
+    const auto out = static_cast<uint32_t>(nxt - una);
+    const uint64_t sendWin = m_rWnd.Get() > out ? m_rWnd.Get() - out : 0;
+    if (sendWin < mss)
+    {
+        return false; // tcp_snd_wnd_test fails: nothing goes whatever this says
+    }
+    // "Avoid bursty behavior by allowing defer only if the last write was recent (1 ms)."
+    if (m_wstamp == Time::Min() || now - m_wstamp > MilliSeconds(1))
+    {
+        return false;
+    }
+    const uint64_t congWin = (cwnd - inFlight) * mss;
+    const uint64_t limit = std::min(sendWin, congWin);
+    if (limit >= maxSegs * mss)
+    {
+        return false; // a full-sized skb can go
+    }
+    if (!last && limit >= len)
+    {
+        return false; // the middle of the queue gets no more data: all of it can go
+    }
+    // tcp_tso_win_divisor (3): at least a third of the window is free
+    const uint64_t chunk = std::min<uint64_t>(m_rWnd.Get(), cwnd * mss) / 3;
+    if (limit >= chunk)
+    {
+        return false;
+    }
+    // The retransmission queue's head: its ACK expected at its send + srtt; if that is more
+    // than min(srtt / 2, 1 ms) away, do not wait (6.18, "tcp: fix tcp_tso_should_defer() vs
+    // large RTT").
+    const auto& sent = MagnetTxScoreboard::Sent(*m_txBuffer);
+    if (sent.empty())
+    {
+        return false;
+    }
+    const Time srtt = m_tcb->m_srtt.Get();
+    const Time threshold = std::min(srtt / 2, MilliSeconds(1));
+    if (sent.front()->GetLastSent() + srtt - now > threshold)
+    {
+        return false;
+    }
+    bool wait = true;
+    if (congWin < sendWin)
+    {
+        if (congWin <= len)
+        {
+            // cwnd-limited: tcp_write_xmit tells tcp_cwnd_validate so
+            m_packets->CwndValidate(true, nxt);
+            m_tcb->m_isCwndLimited = true;
+        }
+        else
+        {
+            wait = !(last && m_closeOnEmpty); // application-limited: more data may come, not after the FIN
+        }
+    }
+    else if (sendWin > len)
+    {
+        wait = !(last && m_closeOnEmpty);
+    }
+    if (wait)
+    {
+        m_tsoDeferrals++;
+    }
+    return wait;
 }
 
 void
@@ -1337,6 +1487,10 @@ MagnetLinuxTcpSocket::AvailableWindow() const
     const uint32_t inFlight = m_packets->InFlight();
     const uint32_t cwnd = CwndPackets();
     const uint32_t quota = cwnd > inFlight ? (cwnd - inFlight) * m_tcb->m_segmentSize : 0;
+    if (quota && TsoShouldDefer())
+    {
+        return 0; // tcp_write_xmit breaks before this skb: the next ACK (or write) sends it
+    }
     if (!quota && m_txBuffer->SizeFromSequence(m_tcb->m_highTxMark) > 0)
     {
         // tcp_write_xmit (asked for the window as it starts) with new data queued and the
@@ -1411,6 +1565,7 @@ MagnetLinuxTcpSocket::SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, boo
     }
     if (sz)
     {
+        m_wstamp = Simulator::Now(); // __tcp_transmit_skb: tcp_wstamp_ns (no pacing: the clock)
         // tcp_event_data_sent: answering within ato of receiving counts towards ping-pong.
         if (m_ato && Jiffies(Simulator::Now()) - m_lrcvtime < m_ato && m_pingpong < 255)
         {
@@ -1436,6 +1591,7 @@ MagnetLinuxTcpSocket::SendEmptyPacket(uint8_t flags)
     const bool armedBefore = m_retxEvent.IsPending();
     const Time rtoBefore = m_rto.Get();
     TcpSocketBase::SendEmptyPacket(flags);
+    m_wstamp = Simulator::Now(); // __tcp_transmit_skb: tcp_wstamp_ns, pure ACKs too
     if ((flags & TcpHeader::FIN) && !(flags & (TcpHeader::SYN | TcpHeader::RST)))
     {
         FinTimer(flags, armedBefore, rtoBefore);

@@ -44,6 +44,18 @@ namespace ns3
  *   skb while it was unsent (tcp_sendmsg_locked clears the mark), and an skb
  *   filled more than half the peer's largest window past the last mark
  *   (forced_push).  ns-3 marked every write's end.
+ * - **TSO deferral** (TsoDefer; tcp_tso_should_defer, 6.18): Linux builds GSO skbs on every
+ *   route (sk_setup_caps adds NETIF_F_GSO for TCP), TUN devices without TSO too, so before each
+ *   skb of more than one segment tcp_write_xmit asks whether to wait: outside Recovery and Loss,
+ *   with something sent within 1 ms (tcp_wstamp_ns), with less room (cwnd's, the peer's window's)
+ *   than a full tcp_tso_segs skb, than the skb when it is not the write queue's last, and than a
+ *   third of min(cwnd, the peer's window) (tcp_tso_win_divisor), and the ACK of the retransmission
+ *   queue's head expected (its send + srtt) within min(srtt / 2, 1 ms), it sends nothing until the
+ *   next ACK (or write): a lone segment of room waits for a second (cwnd-limited, as
+ *   tcp_cwnd_validate is told); an skb that fits but is the queue's last waits for more data
+ *   unless it carries the FIN.  The skb (tcp_grow_skb takes the next one's data up to the quota):
+ *   the write queue's as tcp_sendmsg_locked built it (MarkWrite).  Not for loss probes or
+ *   resends.  ns-3 sent whatever the window allowed on every ACK.
  * - **Nagle** as Minshall's variant (tcp_nagle_check): a short segment is
  *   held only while an earlier short segment is unacknowledged.  Closing
  *   (close or shutdown with data unsent) puts the FIN on the last segment and
@@ -221,6 +233,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint32_t GetRcvBuf() const;      //!< sk_rcvbuf: memory, bytes
     uint32_t GetRcvqSpace() const;   //!< rcvq_space.space: what the reader took in an RTT, at most
     Time GetRcvRtt() const;          //!< rcv_rtt_est: the receiver's RTT estimate (0: none yet)
+    uint64_t GetTsoDeferrals() const; //!< sends tcp_tso_should_defer held back (TsoDefer)
     uint32_t GetSndBuf() const;      //!< sk_sndbuf: memory, bytes
 
   protected:
@@ -348,6 +361,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void MarkWrite(uint64_t written);    //!< tcp_sendmsg_locked's skbs and tcp_mark_push for a write
     uint32_t SizeGoal() const;           //!< tcp_xmit_size_goal: an skb's bytes in the write queue
     uint32_t TsoSegs() const;            //!< tcp_tso_segs: the segments of one transmitted skb at most
+    /** tcp_tso_should_defer for the skb at the send head (after tcp_grow_skb): wait for an ACK. */
+    bool TsoShouldDefer() const;
     void GsoStep(SequenceNumber32 seq);  //!< the transmitted skb a new segment belongs to
     void InitPacketCount();
     uint32_t CwndPackets() const; //!< tcp_snd_cwnd
@@ -385,6 +400,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     Time m_readerWakeup;   //!< the host: data readable -> the woken reader's read (0: at once)
     Time m_ackLag;         //!< the host: a data segment's arrival -> its processing (0: at once)
     Time m_replyLag;       //!< the host: a pure ACK's arrival -> its processing (0: at once)
+    bool m_tsoDefer;       //!< tcp_tso_should_defer: GSO skbs (always on in Linux 6.x) may wait for an ACK
 
     // Receiver state
     uint8_t m_pending{0};
@@ -458,7 +474,10 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool m_sendingProbe{false};
     uint64_t m_written{0};             //!< bytes the application has written
     std::deque<uint64_t> m_writeEnds;  //!< stream offsets of the PSH marks (tcp_mark_push) not acknowledged
-    uint64_t m_tailSkb{0};             //!< stream offset where the write queue's last skb starts
+    mutable uint64_t m_tailSkb{0};     //!< stream offset where the write queue's last skb starts
+    mutable std::deque<uint64_t> m_skbStarts; //!< ... and where its skbs after the send head's start (unsent)
+    Time m_wstamp{Time::Min()};        //!< tcp_wstamp_ns: when this end last transmitted (any segment)
+    mutable uint64_t m_tsoDeferrals{0}; //!< TsoShouldDefer's waits
     uint64_t m_pushedSeq{0};           //!< tp->pushed_seq, as a stream offset
     uint32_t m_maxWindow{0};           //!< tp->max_window: the largest window the peer offered
     uint32_t m_gsoSegs{0};             //!< segments of the skb being transmitted
