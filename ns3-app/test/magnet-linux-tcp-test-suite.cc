@@ -534,6 +534,91 @@ class LinuxPushPerSkbTestCase : public TestCase
 };
 
 /**
+ * tcp_tso_should_defer (TsoDefer): a flow filling a 20 Mbit/s path (cwnd past the BDP after a
+ * loss) with every segment ACKed at once.  Each ACK frees one segment of cwnd; with something
+ * sent within 1 ms and the head's ACK due, Linux waits for the next ACK and sends the two as one
+ * GSO skb, so its sends after the recovery are pairs; ns-3 sent each freed segment alone (after
+ * 2 s: 1237 pairs and 52 single sends with it, 2503 single sends and 13 pairs without).
+ */
+class LinuxTsoDeferTestCase : public TestCase
+{
+  public:
+    LinuxTsoDeferTestCase()
+        : TestCase("TSO deferral: a lone freed segment waits for the next ACK (tcp_tso_should_defer)")
+    {
+    }
+
+  private:
+    struct Sends
+    {
+        Time last{Time::Min()};
+        SequenceNumber32 high;
+        std::map<uint32_t, uint32_t> sizes; //!< segments per send (new data sent at one instant) -> sends
+        uint32_t run{0};
+    };
+
+    static void OnTx(Sends* sends, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBase>)
+    {
+        if (p->GetSize() == 0 || h.GetSequenceNumber() < sends->high)
+        {
+            return; // not new data
+        }
+        sends->high = h.GetSequenceNumber() + p->GetSize();
+        if (Simulator::Now() == sends->last)
+        {
+            sends->run++;
+            return;
+        }
+        if (sends->run && sends->last >= Seconds(2))
+        {
+            sends->sizes[sends->run]++;
+        }
+        sends->last = Simulator::Now();
+        sends->run = 1;
+    }
+
+    /** Singles among the sends after 2 s (the recovery over), and the deferrals. */
+    std::pair<double, uint64_t> Run(bool defer)
+    {
+        Config::SetDefault("ns3::MagnetLinuxTcpSocket::TsoDefer", BooleanValue(defer));
+        MagnetTcpConfig tcp;
+        tcp.delAckCount = 1; // every segment ACKed at once (the route's quickack)
+        Bench bench("20Mbps", "30ms", tcp);
+        bench.LoseSeq({{1 + 300 * 1448, 1}}, 1 + 300 * 1448); // in slow start: then cwnd past the BDP
+        auto app = bench.Install(Periodic(1, 8000000, Seconds(1)));
+        Sends sends;
+        Ptr<MagnetLinuxTcpSocket> sender;
+        Simulator::Schedule(MilliSeconds(1), [&sends, &sender, app]() {
+            sender = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+            app->GetSocket()->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, &sends));
+        });
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        uint32_t total = 0;
+        for (const auto& [size, n] : sends.sizes)
+        {
+            total += n;
+        }
+        NS_TEST_EXPECT_MSG_GT(total, 500, "sends after the recovery");
+        const double singles = total ? static_cast<double>(sends.sizes[1]) / total : 1;
+        const uint64_t deferrals = sender ? sender->GetTsoDeferrals() : 0;
+        Simulator::Destroy();
+        Config::SetDefault("ns3::MagnetLinuxTcpSocket::TsoDefer", BooleanValue(true));
+        return {singles, deferrals};
+    }
+
+    void DoRun() override
+    {
+        auto [singles, deferrals] = Run(true);
+        NS_TEST_ASSERT_MSG_LT(singles, 0.1, "sends are pairs: a lone freed segment waits for the next ACK");
+        NS_TEST_ASSERT_MSG_GT(deferrals, 500u, "tcp_tso_should_defer held sends back");
+        auto [alone, none] = Run(false);
+        NS_TEST_ASSERT_MSG_GT(alone, 0.8, "TsoDefer off: each freed segment goes alone");
+        NS_TEST_ASSERT_MSG_EQ(none, 0u, "TsoDefer off: no deferral");
+    }
+};
+
+/**
  * The host's wake-up of the reading application (ReaderWakeup): the writes of
  * LinuxAcksTestCase, read once the reader is woken.  At 0 (an ideal host) every ACK leaves
  * as its segment arrives, as before; at 25 us the ACKs left to the read (tcp_cleanup_rbuf)
@@ -3794,6 +3879,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxLastAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
+        AddTestCase(new LinuxTsoDeferTestCase, Duration::QUICK);
         AddTestCase(new LinuxPacketCountTestCase, Duration::QUICK);
         AddTestCase(new LinuxSlowStartAppLimitedTestCase, Duration::QUICK);
         AddTestCase(new LinuxMayRaiseCwndTestCase, Duration::QUICK);
