@@ -80,7 +80,8 @@ def test_linux_tcp_test_suite_passes(programs):
     reordering is seen (a late segment not resent in Recovery), and the Open window on the
     ACK that ends Recovery (a late segment not resent), Recovery with no new data
     resending only segments marked lost (no RFC 6675 rule 3), a partial ACK in Recovery not
-    resending a head not marked lost, a SACKed retransmission out of flight, a loss after the peer's FIN (a segment, the FIN itself), a receiver that
+    resending a head not marked lost, a SACKed retransmission out of flight, CUBIC's RTT samples
+    in Recovery (each duplicate ACK's SACKed segment's RTT, tcp_clean_rtx_queue's ca_rtt_us), a loss after the peer's FIN (a segment, the FIN itself), a receiver that
     closed first (FIN_WAIT_2: its RTT from a window of data, no timestamp samples, as
     tcp_rcv_state_process; the peer's FIN on its last data ACKed with it, the peer's LAST_ACK
     ending), a chain's sink half-closing at the demand's time zero (the transfer received in

@@ -258,17 +258,34 @@ void
 MagnetLinuxCubic::PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked, const Time& rtt)
 {
     MagnetLinuxReno::PktsAcked(tcb, segmentsAcked, rtt);
-    // cubictcp_acked, with this ACK's RTT sample (TcpSocketBase passes the smoothed RTT).
-    int64_t sample = tcb->m_lastRtt.Get().GetMicroSeconds();
-    if (sample <= 0)
+    if (!m_socketSamples)
     {
-        return;
+        // Driven without MagnetLinuxTcpSocket: this ACK's sample as TcpSocketBase keeps it.
+        const int64_t last = tcb->m_lastRtt.Get().GetMicroSeconds();
+        Sample(tcb, tcb->m_lastAckedSeq, last > 0 ? last : -1);
+    }
+}
+
+void
+MagnetLinuxCubic::AckSample(Ptr<TcpSocketState> tcb, SequenceNumber32 una, int64_t rttUs)
+{
+    m_socketSamples = true;
+    Sample(tcb, una, rttUs);
+}
+
+void
+MagnetLinuxCubic::Sample(Ptr<TcpSocketState> tcb, SequenceNumber32 una, int64_t rttUs)
+{
+    // cubictcp_acked
+    if (rttUs < 0)
+    {
+        return; // no sample on this ACK
     }
     if (m_epochStart && static_cast<int32_t>(Jiffies() - m_epochStart) < static_cast<int32_t>(kHz))
     {
         return; // right after a reduction the samples still hold its queue
     }
-    auto delay = static_cast<uint32_t>(std::max<int64_t>(sample, 1));
+    auto delay = static_cast<uint32_t>(std::max<int64_t>(rttUs, 1));
     if (m_delayMin == 0 || m_delayMin > delay)
     {
         m_delayMin = delay;
@@ -276,14 +293,14 @@ MagnetLinuxCubic::PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked, con
     const uint32_t cwnd = Segments(tcb->m_cWnd, tcb->m_segmentSize);
     if (!m_found && m_hystart && cwnd < Segments(tcb->m_ssThresh, tcb->m_segmentSize))
     {
-        HystartUpdate(tcb, delay);
+        HystartUpdate(tcb, una, delay);
     }
 }
 
 void
-MagnetLinuxCubic::HystartUpdate(Ptr<TcpSocketState> tcb, uint32_t delay)
+MagnetLinuxCubic::HystartUpdate(Ptr<TcpSocketState> tcb, SequenceNumber32 una, uint32_t delay)
 {
-    if (tcb->m_lastAckedSeq > m_endSeq) // snd_una passed the round's end
+    if (una > m_endSeq) // snd_una passed the round's end
     {
         HystartReset(tcb);
     }

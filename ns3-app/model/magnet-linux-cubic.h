@@ -20,8 +20,17 @@ namespace ns3
  * - HyStart's ACK train: Linux exits when the ACKs of one round, each within
  *   2 ms of the last, span more than (min RTT + the ACK delay allowance) / 2
  *   (unpaced); TcpCubic waits for a whole min RTT.
- * - HyStart's samples: Linux's are each ACK's RTT; TcpSocketBase passes the
- *   smoothed RTT; here each ACK's (TcpSocketState::m_lastRtt).
+ * - HyStart's samples: Linux's are each ACK's RTT (tcp_clean_rtx_queue's
+ *   ca_rtt_us, pkts_acked's rtt_us); TcpSocketBase passes the smoothed RTT.
+ *   MagnetLinuxTcpSocket gives AckSample Linux's sample, at Linux's point in the
+ *   ACK (after the SACKs are tagged, before recovery and the window change): the
+ *   last newly ACKed segment's RTT (none if the ACK covers one ever resent),
+ *   replaced by the last newly SACKed never-resent segment's, else for an ACK of
+ *   new data the timestamp echo's, else none.  TcpSocketBase's m_lastRtt differs
+ *   in recovery: a duplicate ACK kept the previous ACK's sample (its PktsAcked
+ *   still called), and the ACK that fills a hole timed the highest segment SACKed
+ *   before it, an RTT or more too long.  Without that socket (the model driven
+ *   alone) PktsAcked takes m_lastRtt.
  * - HyStart's rounds: since Linux 6.14 a round starts at the first ACK after
  *   the last one's data, from the connection's first ACK on; only the exits
  *   wait for a window of 16.  A round first started at a window of 16 ends
@@ -56,6 +65,13 @@ class MagnetLinuxCubic : public MagnetLinuxReno
     void CongestionStateSet(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCongState_t newState) override;
     Ptr<TcpCongestionOps> Fork() override;
 
+    /**
+     * cubictcp_acked: one ACK's RTT sample (`rttUs`; negative: none), `una` the
+     * snd_una it leaves.  MagnetLinuxTcpSocket calls it once per ACK; from then on
+     * PktsAcked leaves HyStart and delay_min to it.
+     */
+    virtual void AckSample(Ptr<TcpSocketState> tcb, SequenceNumber32 una, int64_t rttUs);
+
     /** The least RTT seen (delay_min), us; 0 before the first sample. */
     uint32_t GetDelayMin() const;
 
@@ -63,10 +79,12 @@ class MagnetLinuxCubic : public MagnetLinuxReno
     uint32_t Jiffies() const;
     void Reset();                                   // bictcp_reset
     void HystartReset(Ptr<const TcpSocketState> tcb); // bictcp_hystart_reset
-    void HystartUpdate(Ptr<TcpSocketState> tcb, uint32_t delay);
+    void Sample(Ptr<TcpSocketState> tcb, SequenceNumber32 una, int64_t rttUs);
+    void HystartUpdate(Ptr<TcpSocketState> tcb, SequenceNumber32 una, uint32_t delay);
     void Update(uint32_t cwnd, uint32_t acked);     // bictcp_update: m_cnt
 
     bool m_hystart;
+    bool m_socketSamples{false}; //!< AckSample gives the samples (MagnetLinuxTcpSocket)
     uint32_t m_hystartLowWindow;
 
     uint32_t m_cnt{0};

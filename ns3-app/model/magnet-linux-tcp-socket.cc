@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "magnet-linux-tcp-socket.h"
 
+#include "magnet-linux-cubic.h"
+
 #include "magnet-linux-rtt-estimator.h"
 #include "magnet-tx-scoreboard.h"
 
@@ -2177,6 +2179,14 @@ void
 MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader)
 {
     m_priorDelivered = m_packets->GetDelivered(); // tcp_ack: prior_delivered
+    if (auto cubic = DynamicCast<MagnetLinuxCubic>(m_congestionControl))
+    {
+        // tcp_clean_rtx_queue hands the congestion control this ACK's RTT (pkts_acked) after
+        // snd_una moved and the SACKs were tagged, before tcp_fastretrans_alert and the
+        // window's change: HyStart sees the window and ssthresh this ACK found.
+        const SequenceNumber32 una = std::max(m_txBuffer->HeadSequence(), tcpHeader.GetAckNumber());
+        cubic->AckSample(m_tcb, una, AckRttUs(tcpHeader));
+    }
     if (!m_sackEnabled)
     {
         m_packets->RenoAckStart(); // before RenoSackOnAck clears the duplicate ACKs' marks
@@ -2455,6 +2465,69 @@ bool
 MagnetLinuxTcpSocket::RackOn() const
 {
     return m_rack && m_sackEnabled;
+}
+
+int64_t
+MagnetLinuxTcpSocket::AckRttUs(const TcpHeader& header) const
+{
+    // The sample tcp_clean_rtx_queue gives pkts_acked (tcp_ack_update_rtt's rs->rtt_us, us; -1:
+    // none): the last segment this ACK newly ACKs, unless it ACKs one ever resent (Karn:
+    // FLAG_RETRANS_DATA_ACKED), or segments SACKed before; the last one it newly SACKs that was
+    // never resent (tcp_sacktag_one's last_sackt) takes its place; with neither, an ACK of new
+    // data is timed by its timestamp echo (tcp_rtt_tsopt_us).  Before this ACK is applied.
+    const SequenceNumber32 ack = header.GetAckNumber();
+    const SequenceNumber32 una = m_txBuffer->HeadSequence();
+    const auto& sent = MagnetTxScoreboard::Sent(*m_txBuffer);
+    if (sent.empty() || ack < una || ack > m_tcb->m_highTxMark)
+    {
+        return -1; // nothing in flight, an old ACK or one of unsent data: no tcp_clean_rtx_queue
+    }
+    const TcpOptionSack::SackList blocks = m_sackEnabled ? SackBlocks(header) : TcpOptionSack::SackList();
+    bool retransAcked = false;
+    bool acked = false;
+    bool sacked = false;
+    Time lastAckt;
+    Time lastSackt;
+    for (const TcpTxItem* item : sent)
+    {
+        const SequenceNumber32 start = MagnetTxScoreboard::Start(*item);
+        const SequenceNumber32 end = End(*item);
+        const bool resent = EverRetransmitted(start, end);
+        if (end <= ack)
+        {
+            if (resent)
+            {
+                retransAcked = true;
+            }
+            else if (!item->IsSacked())
+            {
+                acked = true;
+                lastAckt = item->GetLastSent();
+            }
+        }
+        else if (!item->IsSacked() && !resent && InBlock(blocks, start, end))
+        {
+            sacked = true;
+            lastSackt = item->GetLastSent();
+        }
+    }
+    const Time now = Simulator::Now();
+    bool seqRtt = acked && !retransAcked;
+    int64_t rtt = seqRtt ? (now - lastAckt).GetMicroSeconds() : -1;
+    if (sacked)
+    {
+        rtt = (now - lastSackt).GetMicroSeconds();
+        seqRtt = true; // seq_rtt_us = sack_rtt_us: no timestamp fallback
+    }
+    if (!seqRtt && ack > una && m_timestampEnabled && header.HasOption(TcpOption::TS))
+    {
+        const uint32_t echo = DynamicCast<const TcpOptionTS>(header.GetOption(TcpOption::TS))->GetEcho();
+        if (echo != 0)
+        {
+            rtt = std::max(TcpOptionTS::ElapsedTimeFromTsValue(echo), MilliSeconds(1)).GetMicroSeconds();
+        }
+    }
+    return rtt;
 }
 
 bool

@@ -343,6 +343,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void SackTagRetransmitted(const TcpHeader& header);
     bool RackOn() const;
     bool EverRetransmitted(SequenceNumber32 start, SequenceNumber32 end) const;
+    /** This ACK's RTT sample for the congestion control (ca_rtt_us), us; -1: none. */
+    int64_t AckRttUs(const TcpHeader& header) const;
     void RackOnAck(const TcpHeader& header);
     void RackAdvance(bool retrans, SequenceNumber32 end, Time xmit);
     uint32_t SackedSegments() const;

@@ -11,6 +11,7 @@
  * --verbose; its main is test/magnet-test-runner.cc).
  */
 #include "magnet-chain-helper.h"
+#include "magnet-linux-cubic.h"
 #include "magnet-linux-packet-count.h"
 #include "magnet-linux-rtt-estimator.h"
 #include "magnet-linux-tcp-socket.h"
@@ -2066,6 +2067,101 @@ class LinuxSackedRetransmissionTestCase : public TestCase
     }
 };
 
+/** MagnetLinuxCubic keeping the RTT samples the socket gives HyStart (AckSample), with their times. */
+class SampleRecorderCubic : public MagnetLinuxCubic
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("ns3::MagnetTestSampleRecorderCubic")
+                                .SetParent<MagnetLinuxCubic>()
+                                .SetGroupName("Internet")
+                                .AddConstructor<SampleRecorderCubic>();
+        return tid;
+    }
+
+    struct Sample
+    {
+        Time t;
+        int64_t rttUs;  //!< what the socket gave
+        Time lastRtt;   //!< TcpSocketBase's m_lastRtt on the same ACK (what PktsAcked took)
+    };
+
+    static std::vector<Sample>& Samples()
+    {
+        static std::vector<Sample> samples;
+        return samples;
+    }
+
+    void AckSample(Ptr<TcpSocketState> tcb, SequenceNumber32 una, int64_t rttUs) override
+    {
+        Samples().push_back({Simulator::Now(), rttUs, tcb->m_lastRtt.Get()});
+        MagnetLinuxCubic::AckSample(tcb, una, rttUs);
+    }
+
+    Ptr<TcpCongestionOps> Fork() override
+    {
+        return CopyObject<SampleRecorderCubic>(this);
+    }
+};
+
+NS_OBJECT_ENSURE_REGISTERED(SampleRecorderCubic);
+
+/**
+ * CUBIC's RTT samples in recovery are Linux's (tcp_clean_rtx_queue's ca_rtt_us, what
+ * pkts_acked gets): 60 segments written at once over a 10 Mbit/s, 100 ms path, the 13th
+ * lost once.  The second flight queues at the sender's device, so the segments after the
+ * hole take longer and longer: each duplicate ACK SACKs one and its sample is that
+ * segment's RTT, rising (101 to 113 ms).  TcpSocketBase's m_lastRtt, which the model took
+ * before, stays at about the last cumulative ACK's sample (101-102 ms) on the same ACKs.  The ACK of the resend (Karn) is
+ * timed by its timestamp echo.
+ */
+class LinuxHystartSamplesTestCase : public TestCase
+{
+  public:
+    LinuxHystartSamplesTestCase()
+        : TestCase("HyStart's samples in recovery: each SACKed segment's RTT, as Linux's ca_rtt_us")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        SampleRecorderCubic::Samples().clear();
+        Bench bench("10Mbps", "50ms");
+        bench.LoseSeq({{1 + 12 * 1448, 1}}, 1 + 12 * 1448);
+        auto app = bench.Install(Periodic(1, 60 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        app->SetAttribute("TcpVariant", StringValue("ns3::MagnetTestSampleRecorderCubic"));
+        Simulator::Stop(Seconds(2));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(bench.seqSent.size(), 2, "the 13th segment resent once");
+        // The duplicate ACKs: after the hole's ACK was due, before the resend's came.
+        const Time from = bench.seqSent[0] + MilliSeconds(100);
+        const Time to = bench.seqSent[1] + MilliSeconds(95);
+        std::vector<int64_t> sacks;
+        std::vector<int64_t> kept;
+        uint32_t resend = 0;
+        for (const auto& [t, rtt, lastRtt] : SampleRecorderCubic::Samples())
+        {
+            if (t > from && t < to && rtt >= 0)
+            {
+                sacks.push_back(rtt);
+                kept.push_back(lastRtt.GetMicroSeconds());
+            }
+            resend += t >= to && t < to + MilliSeconds(20) && rtt >= 0 ? 1 : 0;
+        }
+        NS_TEST_ASSERT_MSG_GT(sacks.size(), 10u, "each duplicate ACK's SACK gives a sample");
+        const auto [low, high] = std::minmax_element(sacks.begin(), sacks.end());
+        NS_TEST_EXPECT_MSG_GT_OR_EQ(*low, 100000, "no sample under the round trip");
+        NS_TEST_EXPECT_MSG_GT(*high - *low, 10000, "the SACKed segments' RTTs, rising with the sender's queue");
+        const auto [keptLow, keptHigh] = std::minmax_element(kept.begin(), kept.end());
+        NS_TEST_EXPECT_MSG_LT(*keptHigh - *keptLow, 2000, "m_lastRtt: about the last cumulative ACK's sample throughout");
+        NS_TEST_EXPECT_MSG_GT(resend, 0u, "the ACK of the resend gives one (its timestamp's)");
+        Simulator::Destroy();
+    }
+};
+
 /** Holds back the first copy of data segments (by sequence number) for a while, then delivers it (0: loses it). */
 class DelayErrorModel : public ErrorModel
 {
@@ -3867,6 +3963,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxProbeAfterSackTestCase, Duration::QUICK);
         AddTestCase(new LinuxLostRetransmissionTestCase, Duration::QUICK);
         AddTestCase(new LinuxSackedRetransmissionTestCase, Duration::QUICK);
+        AddTestCase(new LinuxHystartSamplesTestCase, Duration::QUICK);
         AddTestCase(new LinuxReorderingWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxRecoveryEndWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxRtoAfterReoTimeoutTestCase, Duration::QUICK);
