@@ -112,7 +112,7 @@ def test_linux_tcp_test_suite_passes(programs):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("PASS magnet-linux-tcp"), proc.stdout
-    assert sum(line.strip().startswith("PASS") for line in lines) == 57, proc.stdout
+    assert sum(line.strip().startswith("PASS") for line in lines) == 58, proc.stdout
 
 
 def test_linux_profiles_kept_packet_count_is_the_walks(programs, monkeypatch):
