@@ -600,7 +600,7 @@ MagnetLinuxTcpSocket::InQuickAckMode() const
 void
 MagnetLinuxTcpSocket::AckSndCheck()
 {
-    if (!(m_pending & kSched))
+    if (!(m_pending & kSched) || m_finFollows)
     {
         return;
     }
@@ -715,6 +715,10 @@ MagnetLinuxTcpSocket::AckSent()
 void
 MagnetLinuxTcpSocket::CleanupRbuf(uint32_t copied)
 {
+    if (m_finFollows)
+    {
+        return; // a read from within the softirq (ReaderWakeup 0): the FIN's ACK is on its way
+    }
     Ptr<TcpRxBuffer> rx = m_tcb->m_rxBuffer;
     bool timeToAck = false;
     if (m_pending & kSched)
@@ -1592,13 +1596,30 @@ MagnetLinuxTcpSocket::SendEmptyPacket(uint8_t flags)
 {
     const bool armedBefore = m_retxEvent.IsPending();
     const Time rtoBefore = m_rto.Get();
+    // A pure ACK from a side whose FIN is out (FIN_WAIT_1, CLOSING, LAST_ACK) carries snd_nxt,
+    // past the FIN (tcp_send_ack: tcp_acceptable_seq): TcpSocketBase numbers it
+    // m_nextTxSequence + 1, short of that while a resend has moved m_nextTxSequence back.
+    const bool finOut = (m_state == FIN_WAIT_1 || m_state == CLOSING || m_state == LAST_ACK) &&
+                        !(flags & (TcpHeader::SYN | TcpHeader::FIN));
+    const SequenceNumber32 next = m_tcb->m_nextTxSequence;
+    if (finOut && next < m_tcb->m_highTxMark.Get())
+    {
+        m_tcb->m_nextTxSequence = m_tcb->m_highTxMark.Get();
+    }
     TcpSocketBase::SendEmptyPacket(flags);
     m_wstamp = Simulator::Now(); // __tcp_transmit_skb: tcp_wstamp_ns, pure ACKs too
+    if (finOut)
+    {
+        m_tcb->m_nextTxSequence = next;
+    }
     if ((flags & TcpHeader::FIN) && !(flags & (TcpHeader::SYN | TcpHeader::RST)))
     {
         FinTimer(flags, armedBefore, rtoBefore);
     }
-    if (flags & TcpHeader::ACK)
+    // tcp_event_ack_sent on every segment with an ACK -- a FIN too: TcpSocketBase puts one on
+    // every FIN (SendEmptyPacket(FIN) as Close() sends it), and a FIN that left without
+    // clearing the delayed ACK was followed by that ACK, ato later, from FIN_WAIT_1 or TIME_WAIT.
+    if (flags & (TcpHeader::ACK | TcpHeader::FIN))
     {
         AckSent();
     }
@@ -3201,6 +3222,35 @@ MagnetLinuxTcpSocket::HostIn()
 void
 MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress)
 {
+    // TcpSocketBase's TimeWait() cancels its own timers (CancelAllTimers) and CloseAndNotify()
+    // frees the endpoint; the profile's ran on (ClearXmitTimers).
+    Ptr<MagnetLinuxTcpSocket> self(this); // the segment may close it
+    const TcpStates_t before = m_state;
+    HandleSegment(packet, fromAddress, toAddress);
+    if (m_state != before && (m_state == TIME_WAIT || m_state == CLOSED))
+    {
+        ClearXmitTimers();
+    }
+}
+
+void
+MagnetLinuxTcpSocket::ClearXmitTimers()
+{
+    // tcp_time_wait and tcp_done stop the socket's timers (tcp_clear_xmit_timers ->
+    // inet_csk_clear_xmit_timers: icsk_pending, the one retransmission timer the loss probe and
+    // RACK's reordering timer take the place of, and the delayed ACK, icsk_ack.pending = 0);
+    // what answers in TIME_WAIT is the timewait socket (tcp_timewait_state_process).  The
+    // profile's loss probe, armed for data still out when CLOSING took an ACK for its FIN's,
+    // resent that data from TIME_WAIT; its delayed ACK left from TIME_WAIT.
+    Simulator::Cancel(m_probeTimer);
+    Simulator::Cancel(m_reoTimer);
+    Simulator::Cancel(m_delAckTimer);
+    m_pending = 0;
+}
+
+void
+MagnetLinuxTcpSocket::HandleSegment(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress)
+{
     // In LAST_ACK (the peer closed first, and this end's FIN left with its last data) ns-3
     // takes any ACK for the FIN's and closes (ProcessLastAck), with data still out, lost
     // ones never resent.  Linux processes every ACK there (tcp_ack) and closes only when
@@ -3261,7 +3311,11 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
         dataHeader.SetFlags(dataHeader.GetFlags() & ~TcpHeader::FIN);
         data->AddHeader(dataHeader);
         Ptr<MagnetLinuxTcpSocket> self(this); // the FIN may close it
+        // One ACK for both, as the FIN's (tcp_fin sends it from within tcp_data_queue, before
+        // tcp_ack_snd_check looks at the data's): the data's ACK decision waits for the FIN.
+        m_finFollows = true;
         TcpSocketBase::DoForwardUp(data, fromAddress, toAddress);
+        m_finFollows = false;
         if (m_state == FIN_WAIT_1 || m_state == FIN_WAIT_2)
         {
             Ptr<Packet> fin = Create<Packet>();
@@ -3271,18 +3325,20 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
             fin->AddHeader(finHeader);
             TcpSocketBase::DoForwardUp(fin, fromAddress, toAddress);
         }
+        if (m_state != TIME_WAIT && m_state != CLOSED)
+        {
+            AckSndCheck(); // the FIN sent none (out of order): the data's as it would have been
+        }
         return;
     }
     bool ackOnly = parsed &&
                    (header.GetFlags() & ~(TcpHeader::PSH | TcpHeader::URG | TcpHeader::CWR |
                                           TcpHeader::ECE)) == TcpHeader::ACK;
-    // CLOSING (the two FINs crossed): an ACK short of this end's FIN, or the peer's FIN again
-    // with one (ClosingShortAck).
-    if (parsed && m_state == CLOSING && (header.GetFlags() & TcpHeader::ACK) &&
-        !(header.GetFlags() & (TcpHeader::SYN | TcpHeader::RST)) &&
-        (ackOnly || (header.GetFlags() & TcpHeader::FIN)) && header.GetAckNumber() <= m_tcb->m_highTxMark.Get())
+    // CLOSING (the two FINs crossed): every segment but a RST as tcp_rcv_state_process takes it
+    // (ClosingSegment).
+    if (parsed && m_state == CLOSING && !(header.GetFlags() & (TcpHeader::SYN | TcpHeader::RST)))
     {
-        ClosingShortAck(packet, fromAddress, toAddress);
+        ClosingSegment(packet, header, fromAddress, toAddress);
         return;
     }
     if (m_state != LAST_ACK || !ackOnly || header.GetAckNumber() > m_tcb->m_highTxMark.Get())
@@ -3299,6 +3355,78 @@ MagnetLinuxTcpSocket::ProcessSegment(Ptr<Packet> packet, const Address& fromAddr
         // the FIN (nothing is out there once the data is ACKed): re-arm it.
         RearmRto();
     }
+}
+
+void
+MagnetLinuxTcpSocket::ClosingSegment(Ptr<Packet> packet, const TcpHeader& header, const Address& fromAddress,
+                                     const Address& toAddress)
+{
+    // tcp_rcv_state_process in CLOSING (this end's FIN and the peer's crossed; the peer's is in
+    // and ACKed).  ns-3's ProcessClosing went to TIME_WAIT on a bare ACK whose sequence is
+    // rcv_nxt, whatever it ACKed (b18d4c4 took those short of the FIN to ClosingShortAck),
+    // ignored one at any other sequence even when it ACKed the FIN, and closed at once (no
+    // TIME_WAIT) with an ACK on a FIN+ACK.  Linux:
+    // - no ACK flag: discarded;
+    // - tcp_validate_incoming: a segment wholly before rcv_wup, or starting beyond the window
+    //   (tcp_sequence), is not acceptable: a duplicate ACK (a bare ACK's at most once per
+    //   tcp_invalid_ratelimit, tcp_oow_rate_limited), the segment discarded, its ACK not taken;
+    // - tcp_ack: an ACK of what was never sent (after snd_nxt, the FIN counted) draws a
+    //   challenge ACK (rate-limited) and is discarded;
+    // - snd_una reaching write_seq (this ACK covers the FIN): tcp_time_wait, and the segment
+    //   is consumed -- no ACK for it, the peer's FIN again included, whatever its sequence;
+    // - else the ACK is taken and the FIN stays on its timer (ClosingShortAck).
+    const uint8_t flags = header.GetFlags();
+    if (!(flags & TcpHeader::ACK))
+    {
+        return;
+    }
+    const uint32_t payload = packet->GetSize() - header.GetSerializedSize();
+    const bool fin = flags & TcpHeader::FIN;
+    const SequenceNumber32 seq = header.GetSequenceNumber();
+    const SequenceNumber32 end = seq + payload + (fin ? 1 : 0);
+    if (end < m_rcvWup || seq > m_rcvWup + m_rcvWnd)
+    {
+        if (payload > 0 || fin || !OowRateLimited())
+        {
+            SendAck(); // tcp_send_dupack
+        }
+        return;
+    }
+    const SequenceNumber32 sndNxt = m_tcb->m_highTxMark.Get() + 1;
+    if (header.GetAckNumber() > sndNxt)
+    {
+        if (!OowRateLimited())
+        {
+            SendAck(); // tcp_send_challenge_ack
+        }
+        return;
+    }
+    if (header.GetAckNumber() == sndNxt)
+    {
+        // TIME_WAIT as ns-3's ProcessClosing enters it (a bare ACK at rcv_nxt: TimeWait()).
+        TcpHeader bare = header;
+        bare.SetFlags(TcpHeader::ACK);
+        bare.SetSequenceNumber(m_tcb->m_rxBuffer->NextRxSequence());
+        Ptr<Packet> ack = Create<Packet>();
+        ack->AddHeader(bare);
+        TcpSocketBase::DoForwardUp(ack, fromAddress, toAddress);
+        return;
+    }
+    ClosingShortAck(packet, fromAddress, toAddress);
+}
+
+bool
+MagnetLinuxTcpSocket::OowRateLimited()
+{
+    // __tcp_oow_rate_limited: one out-of-window ACK (a duplicate ACK for a bare ACK not
+    // acceptable, a challenge ACK) per tcp_invalid_ratelimit, from tp->last_oow_ack_time.
+    if (m_challengeAckSent && Simulator::Now() - m_lastChallengeAck < MilliSeconds(kInvalidRateLimitMs))
+    {
+        return true;
+    }
+    m_challengeAckSent = true;
+    m_lastChallengeAck = Simulator::Now();
+    return false;
 }
 
 void
@@ -3456,13 +3584,10 @@ MagnetLinuxTcpSocket::SynChallenge()
     // (ProcessEstablished: "no action") and sent nothing: when the handshake's last ACK was
     // lost, a peer in SYN_RCVD with nothing to send resent its SYN-ACK until it gave up, the
     // connection never accepted.
-    if (m_challengeAckSent && Simulator::Now() - m_lastChallengeAck < MilliSeconds(kInvalidRateLimitMs))
+    if (!OowRateLimited())
     {
-        return;
+        SendAck();
     }
-    m_challengeAckSent = true;
-    m_lastChallengeAck = Simulator::Now();
-    SendAck();
 }
 
 void

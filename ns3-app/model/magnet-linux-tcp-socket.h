@@ -33,7 +33,10 @@ namespace ns3
  *   an ACK at once when the application has read everything and a pushed
  *   segment was among it (tcp_cleanup_rbuf, tcp_measure_rcv_mss); a missed
  *   delayed ACK doubling ato; ping-pong mode when this end answers within
- *   ato.  A tag on a segment stands for the PSH flag (added as it leaves).
+ *   ato; every segment sent with an ACK, a FIN too, clears the delayed ACK and counts down the
+ *   quick ACKs (tcp_event_ack_sent: ns-3's SendEmptyPacket(FIN) adds the ACK flag inside, and
+ *   the delayed ACK left ~40 ms after such a FIN).  A tag on a segment stands for the PSH flag
+ *   (added as it leaves).
  * - **PSH where Linux puts it**: on the last segment of every transmitted skb
  *   of two or more segments (__tcp_transmit_skb forces it on GSO skbs,
  *   tcp_gso_segment keeps it on the last segment only), an skb being what one
@@ -158,7 +161,9 @@ namespace ns3
  *   not tcp_rcv_established): its RTT for autotuning comes from the window's measure alone,
  *   no timestamp samples (tcp_rcv_rtt_measure_ts), so its buffer first grows once a window of
  *   data is in; the peer's FIN on its last data is queued after the data and ACKed with it
- *   (ns-3's ProcessWait put it at the segment's first byte and left it unACKed).
+ *   (ns-3's ProcessWait put it at the segment's first byte and left it unACKed), with one ACK
+ *   for both (tcp_fin sends it before tcp_ack_snd_check looks at the data: the profile, taking
+ *   the data first, ACKed it at once in quick-ACK mode, then the FIN).
  * - **A SYN on a synchronized connection** (tcp_validate_incoming, RFC 5961 4.2): the peer's
  *   resent SYN-ACK (this end's ACK of it lost) or SYN draws a challenge ACK, at most one per
  *   500 ms (tcp_invalid_ratelimit), and is discarded; ns-3 reset cwnd on it and sent nothing,
@@ -172,11 +177,24 @@ namespace ns3
  *   (every byte before it ACKed) is resent as data is: with SACK one loss probe first (2 srtt +
  *   200 ms, at most the RTO), then on the RTO, doubling (icsk_backoff) up to tcp_rto_max; ns-3
  *   resent it every RTO, never doubled (SendEmptyPacket recomputes the RTO on each send).
+ * - **CLOSING** (the two FINs crossed; tcp_rcv_state_process): a segment wholly before rcv_wup
+ *   or beyond the window (tcp_sequence) draws a duplicate ACK (a bare ACK's rate-limited) and
+ *   its ACK is not taken; an ACK of what was never sent, a challenge ACK; the ACK of this end's
+ *   FIN -- at any acceptable sequence, a FIN again on it too -- moves to TIME_WAIT and nothing is
+ *   sent for it (snd_una == write_seq: tcp_time_wait, the segment consumed); an ACK short of
+ *   the FIN is taken, the FIN staying on its timer, and the peer's FIN again draws a duplicate
+ *   ACK.  ns-3 (ProcessClosing) went to TIME_WAIT on any bare ACK at rcv_nxt, ignored one
+ *   elsewhere that ACKed the FIN, and on a FIN+ACK sent an ACK and closed (no TIME_WAIT).  A
+ *   pure ACK sent while this end's FIN is out carries snd_nxt, past the FIN
+ *   (tcp_acceptable_seq), where ns-3 numbered it m_nextTxSequence + 1, short of that once a
+ *   resend had moved m_nextTxSequence back.
  * - **A segment in TIME_WAIT** (tcp_timewait_state_process): anything but a bare ACK at rcv_nxt
  *   or a RST -- the peer's FIN resent because this end's last ACK was lost -- is ACKed at once
  *   (a segment without data or FIN at most once per 500 ms, tcp_oow_rate_limited), and one
  *   with an ACK restarts the TIME_WAIT timer; ns-3 ignored it, and the peer stayed in LAST_ACK
- *   resending its FIN.
+ *   resending its FIN.  Nothing else is sent from TIME_WAIT: tcp_time_wait and tcp_done stop the
+ *   socket's timers (tcp_clear_xmit_timers); ns-3's TimeWait() cancels its own only, and the
+ *   profile's loss probe resent data from TIME_WAIT, its delayed ACK left from it.
  * - **A listener's RST** (tcp_rcv_state_process in LISTEN, tcp_v4_send_reset): a segment with an
  *   ACK that reaches the listening socket -- its connection gone (reset, closed) -- draws a RST
  *   whose sequence is the segment's ACK number; ns-3's listener ignored it (ProcessListen), and
@@ -255,12 +273,20 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     void DoForwardUp(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress) override;
     /** TCP's processing of a segment, once the host has brought it in (AckLag, ReplyLag). */
     void ProcessSegment(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
+    /** ... by state (ProcessSegment's body). */
+    void HandleSegment(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
+    /** tcp_clear_xmit_timers (tcp_time_wait, tcp_done): the profile's timers stopped. */
+    void ClearXmitTimers();
     /** tcp_replace_ts_recent: the TSval this end echoes, from an acceptable segment at or before rcv_wup. */
     void ReplaceTsRecent(const TcpHeader& header, uint32_t payload);
     /** tcp_validate_incoming: a SYN on a synchronized connection draws a challenge ACK (rate-limited). */
     void SynChallenge();
     /** LAST_ACK: the peer's FIN again, this end's FIN not ACKed -- its ACK taken, a duplicate ACK sent. */
     void LastAckFinAgain(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
+    /** CLOSING: a segment as tcp_rcv_state_process takes it (acceptable? the FIN's ACK: TIME_WAIT). */
+    void ClosingSegment(Ptr<Packet> packet, const TcpHeader& header, const Address& fromAddress, const Address& toAddress);
+    /** __tcp_oow_rate_limited: true if an out-of-window ACK went within tcp_invalid_ratelimit (else notes one now). */
+    bool OowRateLimited();
     /** CLOSING: an ACK short of this end's FIN (or the peer's FIN again) -- taken, the FIN kept on its timer. */
     void ClosingShortAck(Ptr<Packet> packet, const Address& fromAddress, const Address& toAddress);
     /** tcp_timewait_state_process: a segment in TIME_WAIT ACKed unless a bare ACK at rcv_nxt or a RST. */
@@ -417,9 +443,10 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     SequenceNumber32 m_rcvWup; //!< rcv_nxt when the last ACK was sent
     bool m_seqInit{false};     //!< the sequence bookkeeping below starts with the first data
     bool m_inReceive{false};   //!< inside ReceivedData: reads defer their ACK check
+    bool m_finFollows{false};  //!< the peer's data before its FIN (FIN_WAIT_1/2): the FIN's ACK covers it
     uint32_t m_readInReceive{0};
     EventId m_readerEvent;     //!< the reader's pending wake-up (ReaderWakeup)
-    bool m_challengeAckSent{false}; //!< a challenge ACK was sent (last_oow_ack_time set)
+    bool m_challengeAckSent{false}; //!< an out-of-window ACK was sent (last_oow_ack_time set)
     Time m_lastChallengeAck;         //!< when (tcp_invalid_ratelimit counts from it)
     bool m_twAckSent{false};         //!< TIME_WAIT answered a segment without data or FIN (tw_last_oow_ack_time set)
     Time m_lastTwAck;                //!< when (tcp_invalid_ratelimit counts from it)

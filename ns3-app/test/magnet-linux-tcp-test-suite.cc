@@ -1273,6 +1273,321 @@ class LinuxTimeWaitFinAgainTestCase : public TestCase
     }
 };
 
+/** A node's segments as its device sent them: when, with which TCP flags and payload. */
+struct SentSegments
+{
+    std::vector<Time> times;
+    std::vector<uint8_t> flags;
+    std::vector<int> payloads;
+
+    static void OnTx(SentSegments* out, Ptr<const Packet> frame)
+    {
+        out->times.push_back(Simulator::Now());
+        out->flags.push_back(TcpFlags(frame));
+        out->payloads.push_back(Payload(frame));
+    }
+
+    /** How many it sent in (from, to). */
+    size_t Between(Time from, Time to) const
+    {
+        return std::count_if(times.begin(), times.end(), [from, to](Time t) { return t > from && t < to; });
+    }
+};
+
+/** Records when a socket's state first became TIME_WAIT, and its state last. */
+struct StateWatch
+{
+    Time timeWait{-1};
+    TcpSocket::TcpStates_t last{TcpSocket::CLOSED};
+
+    static void OnState(StateWatch* w, TcpSocket::TcpStates_t, TcpSocket::TcpStates_t now)
+    {
+        w->last = now;
+        if (now == TcpSocket::TIME_WAIT && w->timeWait.IsNegative())
+        {
+            w->timeWait = Simulator::Now();
+        }
+    }
+};
+
+/**
+ * A FIN clears the delayed ACK, on hosts with lags (AckLag 10 us, ReplyLag 5 us) and on ideal
+ * ones: node 0 sends a 100-byte request at 60 ms, node 1 answers each at once; node 0 sends a
+ * second request as soon as the first answer is in (120 ms: answering within ato, ping-pong
+ * mode) and closes 1 ms after the second answer (180 ms), whose ACK it delays (ping-pong).  The
+ * FIN (181 ms) carries that ACK: Linux clears the delayed ACK on every segment it sends with an
+ * ACK (tcp_event_ack_sent: inet_csk_clear_xmit_timer(ICSK_TIME_DACK)), so node 0 sends nothing
+ * more until node 1's FIN arrives (241 ms) and is ACKed.  The profile cleared it on data and
+ * pure ACKs only, not on the FIN TcpSocketBase sends (SendEmptyPacket(FIN), the ACK flag added
+ * inside): the delayed ACK left ~40 ms after the FIN, from FIN_WAIT_1.
+ */
+class LinuxFinClearsDelayedAckTestCase : public TestCase
+{
+  public:
+    LinuxFinClearsDelayedAckTestCase()
+        : TestCase("a FIN carries the delayed ACK: none after it (tcp_event_ack_sent)")
+    {
+    }
+
+  private:
+    struct Outcome
+    {
+        SentSegments client;  //!< node 0's segments
+        Time peerFin{-1};     //!< node 0 read node 1's FIN
+        uint32_t answers{0};  //!< answers node 0 read
+        uint64_t delayed{0};  //!< node 0's ACKs sent by its delayed-ACK timer
+    };
+
+    Outcome Run(Time ackLag)
+    {
+        Bench bench("100Mbps", "30ms", LaggedHost(ackLag));
+        Outcome o;
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&SentSegments::OnTx, &o.client));
+        bench.Listen();
+        bench.accepted = [](Ptr<Socket> socket) {
+            socket->SetRecvCallback(MakeCallback(+[](Ptr<Socket> s) {
+                Ptr<Packet> p;
+                while ((p = s->Recv()) && p->GetSize() > 0)
+                {
+                    s->Send(Create<Packet>(100), 0); // each request answered at once
+                }
+            }));
+            socket->SetCloseCallbacks(MakeCallback(+[](Ptr<Socket> s) { Simulator::ScheduleNow([s]() { s->Close(); }); }),
+                                      MakeNullCallback<void, Ptr<Socket>>());
+        };
+        Ptr<Socket> client = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
+        client->Bind();
+        client->SetConnectCallback(MakeCallback(+[](Ptr<Socket> s) { s->Send(Create<Packet>(100), 0); }),
+                                   MakeNullCallback<void, Ptr<Socket>>());
+        client->SetRecvCallback(MakeBoundCallback(+[](Outcome* out, Ptr<Socket> s) {
+            Ptr<Packet> p;
+            while ((p = s->Recv()) && p->GetSize() > 0)
+            {
+                if (++out->answers == 1)
+                {
+                    s->Send(Create<Packet>(100), 0);
+                }
+                else
+                {
+                    Simulator::Schedule(MilliSeconds(1), [s]() { s->Close(); });
+                }
+            }
+        }, &o));
+        client->SetCloseCallbacks(MakeBoundCallback(+[](Outcome* out, Ptr<Socket>) { out->peerFin = Simulator::Now(); }, &o),
+                                  MakeNullCallback<void, Ptr<Socket>>());
+        client->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        o.delayed = DynamicCast<MagnetLinuxTcpSocket>(client)->GetAckStats().delayed;
+        Simulator::Destroy();
+        return o;
+    }
+
+    void DoRun() override
+    {
+        ForHostLags([this](Time lag) {
+            Outcome o = Run(lag);
+            NS_TEST_ASSERT_MSG_EQ(o.answers, 2, "both answers read (lags " << lag << ")");
+            auto fin = std::find_if(o.client.flags.begin(), o.client.flags.end(), [](uint8_t f) { return f & TcpHeader::FIN; });
+            NS_TEST_ASSERT_MSG_EQ((fin != o.client.flags.end()), true, "node 0 sent a FIN");
+            const Time finSent = o.client.times[fin - o.client.flags.begin()];
+            NS_TEST_EXPECT_MSG_EQ_TOL(finSent.GetSeconds(), 0.181, 0.001, "the FIN 1 ms after the second answer");
+            NS_TEST_EXPECT_MSG_EQ(((*fin & TcpHeader::ACK) != 0), true, "the FIN carries the ACK");
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.peerFin.GetSeconds(), 0.241, 0.001, "node 1's FIN read");
+            NS_TEST_EXPECT_MSG_EQ(o.client.Between(finSent, o.peerFin), 0, "nothing from node 0 between its FIN and node 1's");
+            NS_TEST_EXPECT_MSG_EQ(o.client.Between(finSent, Seconds(3)), 1, "after its FIN, node 0 sends only the ACK of node 1's");
+            NS_TEST_EXPECT_MSG_EQ(o.delayed, 0, "no ACK by the delayed-ACK timer");
+        });
+    }
+};
+
+/**
+ * The answer's FIN crosses the client's, on hosts with lags (AckLag 10 us, ReplyLag 5 us) or
+ * ideal ones: node 1 writes 3000 B (three segments, all at once) and closes as it accepts the
+ * connection (90 ms), its FIN on the third segment; node 0 closes as soon as it has read the
+ * first segment (120 ms), so its FIN (ACKing only that one) crosses node 1's.
+ */
+struct CrossingAnswer
+{
+    SentSegments client;  //!< node 0's segments
+    SentSegments server;  //!< node 1's segments
+    StateWatch state;     //!< node 1's socket
+    uint32_t received{0}; //!< bytes node 0 read
+    bool closed{false};   //!< node 0 closed
+
+    static void Run(CrossingAnswer& o, Time ackLag)
+    {
+        Bench bench("100Mbps", "30ms", LaggedHost(ackLag));
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&SentSegments::OnTx, &o.client));
+        bench.devices.Get(1)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&SentSegments::OnTx, &o.server));
+        bench.Listen();
+        bench.accepted = [&o](Ptr<Socket> socket) {
+            socket->TraceConnectWithoutContext("State", MakeBoundCallback(&StateWatch::OnState, &o.state));
+            socket->Send(Create<Packet>(3000), 0);
+            socket->Close();
+        };
+        Ptr<Socket> client = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
+        client->Bind();
+        client->SetRecvCallback(MakeBoundCallback(+[](CrossingAnswer* out, Ptr<Socket> s) {
+            Ptr<Packet> p;
+            while ((p = s->Recv()) && p->GetSize() > 0)
+            {
+                out->received += p->GetSize();
+            }
+            if (!out->closed && out->received > 0 && out->received < 3000)
+            {
+                out->closed = true;
+                s->Close(); // after the first segment: a FIN that ACKs only it
+            }
+        }, &o));
+        client->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        Simulator::Stop(Seconds(3));
+        Simulator::Run();
+        Simulator::Destroy();
+    }
+};
+
+/**
+ * The peer's FIN on its last data in FIN_WAIT_1 draws one ACK, for both (CrossingAnswer): node 0
+ * has sent its FIN (ACKing the first segment) and takes the second segment (a quick ACK), then
+ * the third with node 1's FIN.  Linux queues the data, then tcp_fin sends the ACK of both from
+ * within tcp_data_queue (FIN_WAIT_1 -> CLOSING), and tcp_ack_snd_check finds nothing more owed:
+ * node 0 sends, after its FIN, the ACK of the second segment and that one ACK.  The profile took
+ * the data first (as an ACK in its own right), ACKed it at once in quick-ACK mode, then the FIN:
+ * two ACKs, the first of them short of the FIN.
+ */
+class LinuxFinWaitDataFinOneAckTestCase : public TestCase
+{
+  public:
+    LinuxFinWaitDataFinOneAckTestCase()
+        : TestCase("the peer's FIN on its last data in FIN_WAIT_1: one ACK for both (tcp_fin)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        ForHostLags([this](Time lag) {
+            CrossingAnswer o;
+            CrossingAnswer::Run(o, lag);
+            NS_TEST_ASSERT_MSG_EQ(o.received, 3000, "every byte read (lags " << lag << ")");
+            auto fin = std::find_if(o.client.flags.begin(), o.client.flags.end(), [](uint8_t f) { return f & TcpHeader::FIN; });
+            NS_TEST_ASSERT_MSG_EQ((fin != o.client.flags.end()), true, "node 0 sent a FIN");
+            const Time finSent = o.client.times[fin - o.client.flags.begin()];
+            NS_TEST_EXPECT_MSG_EQ_TOL(finSent.GetSeconds(), 0.120, 0.001, "node 0's FIN once it read the first segment");
+            NS_TEST_EXPECT_MSG_EQ(o.client.Between(finSent, Seconds(3)), 2,
+                                  "after its FIN: the ACK of the second segment, one ACK of the third and the FIN");
+        });
+    }
+};
+
+/**
+ * TIME_WAIT stops the retransmission timers (CrossingAnswer): node 1 goes CLOSING with the third
+ * segment out; node 0's ACK of the second re-arms its loss probe for it, and node 0's ACK of the
+ * rest, the FIN too, moves it to TIME_WAIT (tcp_rcv_state_process: snd_una == write_seq ->
+ * tcp_time_wait), where Linux's timers are stopped (tcp_done: tcp_clear_xmit_timers) and nothing
+ * is sent unasked.  The profile's loss probe (and RACK's reordering timer, and the delayed ACK)
+ * survived TcpSocketBase's TimeWait(), which cancels only its own timers: the probe resent the
+ * third segment and the FIN from TIME_WAIT, ~2 srtt later.
+ */
+class LinuxTimeWaitStopsTimersTestCase : public TestCase
+{
+  public:
+    LinuxTimeWaitStopsTimersTestCase()
+        : TestCase("TIME_WAIT stops the loss probe: nothing sent from it unasked (tcp_done)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        ForHostLags([this](Time lag) {
+            CrossingAnswer o;
+            CrossingAnswer::Run(o, lag);
+            NS_TEST_ASSERT_MSG_EQ(o.received, 3000, "every byte read (lags " << lag << ")");
+            NS_TEST_ASSERT_MSG_EQ(o.state.timeWait.IsPositive(), true, "node 1 reached TIME_WAIT");
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.state.timeWait.GetSeconds(), 0.150, 0.001, "on node 0's ACK of its FIN");
+            NS_TEST_EXPECT_MSG_EQ(o.server.Between(o.state.timeWait, Seconds(3)), 0, "nothing sent from TIME_WAIT");
+            NS_TEST_EXPECT_MSG_EQ(std::count_if(o.server.flags.begin(), o.server.flags.end(),
+                                                [](uint8_t f) { return f & TcpHeader::FIN; }),
+                                  1, "node 1's FIN sent once");
+        });
+    }
+};
+
+/**
+ * The peer's FIN again in CLOSING, ACKing this end's FIN, on hosts with lags (AckLag 10 us,
+ * ReplyLag 5 us) and on ideal ones: both ends close at 90 ms (their FINs cross, each goes
+ * CLOSING and ACKs the other's at 120 ms); both ACKs are lost.  Each end resends its FIN on its
+ * timer (the RTO, 260 ms: 350 ms), ACKing the other's; the two cross again.  Linux takes such a
+ * segment in CLOSING as the ACK of its FIN: tcp_ack moves snd_una to write_seq and
+ * tcp_rcv_state_process goes to TIME_WAIT and consumes the segment -- no ACK for the FIN again.
+ * Both ends are in TIME_WAIT from 380 ms, after five segments (node 0: SYN, ACK, FIN, ACK, FIN)
+ * and four (node 1: SYN-ACK, FIN, ACK, FIN).  ns-3 (ProcessClosing) answered a FIN+ACK with an
+ * ACK and closed at once, no TIME_WAIT: each end sent one more segment, to a closed connection
+ * (the listener's RST, ns-3's RST for a port with no socket).
+ */
+class LinuxClosingFinAgainTestCase : public TestCase
+{
+  public:
+    LinuxClosingFinAgainTestCase()
+        : TestCase("the peer's FIN again in CLOSING, ACKing this end's: TIME_WAIT, no ACK (tcp_rcv_state_process)")
+    {
+    }
+
+  private:
+    struct Outcome
+    {
+        SentSegments client; //!< node 0's segments
+        SentSegments server; //!< node 1's segments
+        StateWatch clientState;
+        StateWatch serverState;
+    };
+
+    Outcome Run(Time ackLag)
+    {
+        Bench bench("100Mbps", "30ms", LaggedHost(ackLag));
+        Outcome o;
+        bench.devices.Get(0)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&SentSegments::OnTx, &o.client));
+        bench.devices.Get(1)->TraceConnectWithoutContext("MacTx", MakeBoundCallback(&SentSegments::OnTx, &o.server));
+        // At node 0: 0 the SYN-ACK, 1 node 1's FIN, 2 its ACK of node 0's FIN.  At node 1: 0 the
+        // SYN, 1 the handshake's ACK, 2 node 0's FIN, 3 its ACK of node 1's FIN.
+        for (auto [node, lost] : {std::pair<uint32_t, uint32_t>{0, 2}, {1, 3}})
+        {
+            auto errors = CreateObject<ReceiveListErrorModel>();
+            errors->SetList({lost});
+            bench.devices.Get(node)->SetAttribute("ReceiveErrorModel", PointerValue(errors));
+        }
+        bench.Listen();
+        bench.accepted = [&o](Ptr<Socket> socket) {
+            socket->TraceConnectWithoutContext("State", MakeBoundCallback(&StateWatch::OnState, &o.serverState));
+            Simulator::ScheduleNow([socket]() { socket->Close(); });
+        };
+        Ptr<Socket> client = Socket::CreateSocket(bench.nodes.Get(0), bench.profile.SocketFactory());
+        client->Bind();
+        client->TraceConnectWithoutContext("State", MakeBoundCallback(&StateWatch::OnState, &o.clientState));
+        client->Connect(InetSocketAddress(bench.addresses.GetAddress(1), 9));
+        Simulator::Schedule(MilliSeconds(90), [client]() { client->Close(); });
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        Simulator::Destroy();
+        return o;
+    }
+
+    void DoRun() override
+    {
+        ForHostLags([this](Time lag) {
+            Outcome o = Run(lag);
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.clientState.timeWait.GetSeconds(), 0.380, 0.002, "node 0 in TIME_WAIT on node 1's FIN again (lags " << lag << ")");
+            NS_TEST_EXPECT_MSG_EQ_TOL(o.serverState.timeWait.GetSeconds(), 0.380, 0.002, "node 1 in TIME_WAIT on node 0's FIN again");
+            NS_TEST_EXPECT_MSG_EQ(o.clientState.last, TcpSocket::TIME_WAIT, "node 0 still in TIME_WAIT at 5 s");
+            NS_TEST_EXPECT_MSG_EQ(o.serverState.last, TcpSocket::TIME_WAIT, "node 1 still in TIME_WAIT at 5 s");
+            NS_TEST_EXPECT_MSG_EQ(o.client.times.size(), 5, "node 0: SYN, ACK, FIN, ACK, the FIN again");
+            NS_TEST_EXPECT_MSG_EQ(o.server.times.size(), 4, "node 1: SYN-ACK, FIN, ACK, the FIN again");
+        });
+    }
+};
+
 /** ns-3's TCP has no public abort: its SendRST (what Close() does with unread data). */
 struct TestAbort : public TcpSocketBase
 {
@@ -3952,6 +4267,10 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxFinAfterDataTestCase, Duration::QUICK);
         AddTestCase(new LinuxFinBackoffTestCase, Duration::QUICK);
         AddTestCase(new LinuxTimeWaitFinAgainTestCase, Duration::QUICK);
+        AddTestCase(new LinuxFinClearsDelayedAckTestCase, Duration::QUICK);
+        AddTestCase(new LinuxFinWaitDataFinOneAckTestCase, Duration::QUICK);
+        AddTestCase(new LinuxTimeWaitStopsTimersTestCase, Duration::QUICK);
+        AddTestCase(new LinuxClosingFinAgainTestCase, Duration::QUICK);
         AddTestCase(new LinuxListenerResetTestCase, Duration::QUICK);
         AddTestCase(new LinuxOfoGrowWindowTestCase, Duration::QUICK);
         AddTestCase(new LinuxHalfClosedRcvRttTestCase, Duration::QUICK);
