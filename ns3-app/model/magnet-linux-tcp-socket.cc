@@ -332,6 +332,12 @@ MagnetLinuxTcpSocket::GetTsoDeferrals() const
     return m_tsoDeferrals;
 }
 
+uint64_t
+MagnetLinuxTcpSocket::GetTsoEarlyChecks() const
+{
+    return m_tsoEarlyChecks;
+}
+
 Time
 MagnetLinuxTcpSocket::GetAto() const
 {
@@ -1051,7 +1057,14 @@ MagnetLinuxTcpSocket::Send(Ptr<Packet> p, uint32_t flags)
     }
     uint32_t buffered = m_txBuffer->Size();
     const bool scheduled = m_sendPendingDataEvent.IsPending();
+    // TcpSocketBase::Send queues the write and asks AvailableWindow whether to schedule a send,
+    // before MarkWrite below counts the write: tcp_tso_should_defer must not decide then (it saw
+    // the send head the write's size too low, could move the next skb's start there and counted
+    // a deferral for an skb that does not exist).  Linux queues the write's skbs
+    // (tcp_sendmsg_locked), then tcp_push runs tcp_write_xmit once: SendOnWrite below.
+    m_inWrite = true;
     int sent = TcpSocketBase::Send(p, flags);
+    m_inWrite = false;
     if (!scheduled && m_sendPendingDataEvent.IsPending())
     {
         // The write's push (tcp_push: tcp_write_xmit), in place of TcpSocketBase's SendPendingData
@@ -1236,6 +1249,10 @@ MagnetLinuxTcpSocket::TsoShouldDefer() const
     // tcp_write_xmit, before each skb at the send head: tcp_cwnd_test's quota, tcp_grow_skb,
     // tcp_set_skb_tso_segs, and for more than one segment tcp_tso_should_defer (push_one 0: not a
     // loss probe's).  Resends (tcp_xmit_retransmit_queue) never wait.
+    if (m_inWrite)
+    {
+        m_tsoEarlyChecks++; // never: the write not yet in the skb bookkeeping (Send)
+    }
     if (!m_tsoDefer || m_sendingProbe || m_txBuffer->GetLost() > 0 ||
         m_tcb->m_congState.Get() >= TcpSocketState::CA_RECOVERY)
     {
@@ -1493,7 +1510,7 @@ MagnetLinuxTcpSocket::AvailableWindow() const
     const uint32_t inFlight = m_packets->InFlight();
     const uint32_t cwnd = CwndPackets();
     const uint32_t quota = cwnd > inFlight ? (cwnd - inFlight) * m_tcb->m_segmentSize : 0;
-    if (quota && TsoShouldDefer())
+    if (quota && !m_inWrite && TsoShouldDefer())
     {
         return 0; // tcp_write_xmit breaks before this skb: the next ACK (or write) sends it
     }

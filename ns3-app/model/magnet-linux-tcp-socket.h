@@ -252,6 +252,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     uint32_t GetRcvqSpace() const;   //!< rcvq_space.space: what the reader took in an RTT, at most
     Time GetRcvRtt() const;          //!< rcv_rtt_est: the receiver's RTT estimate (0: none yet)
     uint64_t GetTsoDeferrals() const; //!< sends tcp_tso_should_defer held back (TsoDefer)
+    uint64_t GetTsoEarlyChecks() const; //!< tcp_tso_should_defer asked before a write was counted (0)
     uint32_t GetSndBuf() const;      //!< sk_sndbuf: memory, bytes
 
   protected:
@@ -507,6 +508,8 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     mutable std::deque<uint64_t> m_skbStarts; //!< ... and where its skbs after the send head's start (unsent)
     Time m_wstamp{Time::Min()};        //!< tcp_wstamp_ns: when this end last transmitted (any segment)
     mutable uint64_t m_tsoDeferrals{0}; //!< TsoShouldDefer's waits
+    bool m_inWrite{false};             //!< in TcpSocketBase::Send: the write not yet counted (MarkWrite)
+    mutable uint64_t m_tsoEarlyChecks{0}; //!< TsoShouldDefer's runs with m_inWrite (a test's check)
     uint64_t m_pushedSeq{0};           //!< tp->pushed_seq, as a stream offset
     uint32_t m_maxWindow{0};           //!< tp->max_window: the largest window the peer offered
     uint32_t m_gsoSegs{0};             //!< segments of the skb being transmitted

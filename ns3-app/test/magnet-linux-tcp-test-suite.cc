@@ -620,6 +620,51 @@ class LinuxTsoDeferTestCase : public TestCase
 };
 
 /**
+ * TSO deferral on writes that arrive while data is out (TsoDefer): a write's skbs are queued
+ * before anything decides to send (tcp_sendmsg_locked, then tcp_push: tcp_write_xmit once).
+ * TcpSocketBase::Send asks AvailableWindow, and so tcp_tso_should_defer, before the profile counts
+ * the write: the send head then stood the write's size too low, tcp_grow_skb could move the next
+ * skb's start there, and a deferral was counted for that wrong skb: each write was judged twice
+ * (3000-byte writes every 1 ms: 7874 such checks and 6776 deferrals, against 5264 after the fix;
+ * 10000 bytes every 5 ms: 597 checks, 358 deferrals either way).  The check never runs on a write
+ * not yet counted.
+ */
+class LinuxTsoDeferOnWriteTestCase : public TestCase
+{
+  public:
+    LinuxTsoDeferOnWriteTestCase()
+        : TestCase("TSO deferral on a write: judged once, after its skbs are queued (tcp_sendmsg_locked, tcp_push)")
+    {
+    }
+
+  private:
+    void Run(uint32_t size, Time period)
+    {
+        MagnetTcpConfig tcp;
+        tcp.delAckCount = 1;
+        Bench bench("20Mbps", "30ms", tcp);
+        auto app = bench.Install(Periodic(static_cast<uint32_t>(Seconds(3).GetNanoSeconds() / period.GetNanoSeconds()), size, period));
+        Ptr<MagnetLinuxTcpSocket> sender;
+        Simulator::Schedule(MilliSeconds(1), [&sender, app]() {
+            sender = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        });
+        Simulator::Stop(Seconds(4));
+        Simulator::Run();
+        const uint64_t deferrals = sender ? sender->GetTsoDeferrals() : 0;
+        const uint64_t early = sender ? sender->GetTsoEarlyChecks() : 1;
+        Simulator::Destroy();
+        NS_TEST_EXPECT_MSG_GT(deferrals, 0u, "tcp_tso_should_defer held sends back");
+        NS_TEST_EXPECT_MSG_EQ(early, 0u, "tcp_tso_should_defer asked before the write was queued as skbs");
+    }
+
+    void DoRun() override
+    {
+        Run(3000, MilliSeconds(1));
+        Run(10000, MilliSeconds(5));
+    }
+};
+
+/**
  * The host's wake-up of the reading application (ReaderWakeup): the writes of
  * LinuxAcksTestCase, read once the reader is woken.  At 0 (an ideal host) every ACK leaves
  * as its segment arrives, as before; at 25 us the ACKs left to the read (tcp_cleanup_rbuf)
@@ -4296,6 +4341,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxLastAckLostFinTestCase, Duration::QUICK);
         AddTestCase(new LinuxRestartAfterIdleTestCase, Duration::QUICK);
         AddTestCase(new LinuxTsoDeferTestCase, Duration::QUICK);
+        AddTestCase(new LinuxTsoDeferOnWriteTestCase, Duration::QUICK);
         AddTestCase(new LinuxPacketCountTestCase, Duration::QUICK);
         AddTestCase(new LinuxSlowStartAppLimitedTestCase, Duration::QUICK);
         AddTestCase(new LinuxMayRaiseCwndTestCase, Duration::QUICK);
