@@ -1922,6 +1922,31 @@ MagnetLinuxTcpSocket::ProcessAck(const SequenceNumber32& ackNumber,
             XmitRetransmitQueue();
         }
     }
+    else if (RenoHoldsRecovery(ackNumber))
+    {
+        // tcp_fastretrans_alert, Recovery with snd_una >= high_seq and no SACK:
+        // tcp_reset_reno_sack, tcp_try_undo_recovery, and tcp_is_non_sack_preventing_reopen
+        // returns at once while snd_una == high_seq: Recovery holds, nothing is marked lost
+        // or resent (no tcp_xmit_recovery), no new recovery starts on duplicate ACKs of
+        // high_seq (tcp_add_reno_sack is not reached, so they deliver nothing), and
+        // tcp_cong_control's PRR (tcp_cwnd_reduction) still takes the packets the ACK that
+        // reached high_seq delivered.  TcpSocketBase ended Recovery on that ACK (cwnd =
+        // ssthresh, Open), and three duplicates of it started a fast retransmission.  Its
+        // full-ACK exit ends Recovery on the first ACK above high_seq.
+        m_txBuffer->ResetRenoSack();
+        m_dupAckCount = 0;
+        if (ackNumber > oldHeadSequence)
+        {
+            m_tcb->m_lastAckedSeq = ackNumber;
+            if (!m_congestionControl->HasCongControl() && currentDelivered >= m_tcb->m_segmentSize)
+            {
+                m_recoveryOps->DoRecovery(m_tcb, currentDelivered, false);
+            }
+            m_congestionControl->PktsAcked(m_tcb, 1, m_tcb->m_srtt);
+            NewAck(ackNumber, true); // the RTO is re-armed below as for any ACK of new data
+            UpdatePacingRate();
+        }
+    }
     else
     {
         // tcp_is_non_sack_preventing_reopen: without SACK, an ACK that reaches the recovery
@@ -2260,12 +2285,14 @@ MagnetLinuxTcpSocket::ReceivedAck(Ptr<Packet> packet, const TcpHeader& tcpHeader
     {
         m_retransmits = 0; // tcp_ack: snd_una advanced
     }
-    // tcp_fastretrans_alert in Open, tcp_try_to_open (tcp_retrans_stamp_cleanup), and Loss held
-    // at high_seq without SACK (tcp_is_non_sack_preventing_reopen): the episode is over once no
-    // retransmission is out and the head was never resent.
+    // tcp_fastretrans_alert in Open, tcp_try_to_open (tcp_retrans_stamp_cleanup), and Loss or
+    // Recovery held at high_seq without SACK (tcp_is_non_sack_preventing_reopen): the episode
+    // is over once no retransmission is out and the head was never resent.
     const auto state = m_tcb->m_congState.Get();
     const SequenceNumber32 head = m_txBuffer->HeadSequence();
-    const bool held = !m_sackEnabled && state == TcpSocketState::CA_LOSS && head == m_recover;
+    const bool held = !m_sackEnabled &&
+                      (state == TcpSocketState::CA_LOSS || state == TcpSocketState::CA_RECOVERY) &&
+                      head == m_recover;
     if ((state == TcpSocketState::CA_OPEN || state == TcpSocketState::CA_DISORDER || held) &&
         m_txBuffer->GetRetransmitsCount() == 0 && !EverRetransmitted(head, head + 1))
     {
@@ -2281,9 +2308,9 @@ MagnetLinuxTcpSocket::RenoSackOnAck(SequenceNumber32 ack)
     // DiscardUpTo moves a mark the cumulative ACK leaves on the head to the next segment and
     // marks the head lost, in any state: a delivered segment is resent.  tcp_fastretrans_alert
     // zeroes the count whenever snd_una advances outside Recovery (its default case and
-    // tcp_process_loss: tcp_reset_reno_sack) and when Recovery ends (snd_una reaches
-    // high_seq); only a partial ACK in Recovery keeps it, less the acked - 1 packets
-    // tcp_remove_reno_sacks takes off (as DiscardUpTo does), and marks the head lost
+    // tcp_process_loss: tcp_reset_reno_sack) and once snd_una reaches high_seq in Recovery
+    // (held there, RenoHoldsRecovery, or ended); only a partial ACK in Recovery keeps it,
+    // less the acked - 1 packets tcp_remove_reno_sacks takes off (as DiscardUpTo does), and marks the head lost
     // (tcp_newreno_mark_lost), as TcpSocketBase's partial ACK does.
     if (ack <= m_txBuffer->HeadSequence() || m_txBuffer->GetSacked() == 0)
     {
@@ -2294,6 +2321,15 @@ MagnetLinuxTcpSocket::RenoSackOnAck(SequenceNumber32 ack)
         return;
     }
     m_txBuffer->ResetRenoSack();
+}
+
+bool
+MagnetLinuxTcpSocket::RenoHoldsRecovery(SequenceNumber32 ack) const
+{
+    // tcp_try_undo_recovery: without SACK, Recovery is held while snd_una == high_seq
+    // (tcp_is_non_sack_preventing_reopen): on the ACK that reaches high_seq and on its
+    // duplicates; the first ACK above it ends Recovery (tcp_end_cwnd_reduction, Open).
+    return !m_sackEnabled && m_tcb->m_congState == TcpSocketState::CA_RECOVERY && ack == m_recover;
 }
 
 bool

@@ -350,6 +350,7 @@ class MagnetLinuxTcpSocket : public TcpSocketBase
     bool RetransmitsTimedOut() const; //!< retransmits_timed_out(sk, tcp_retries2, 0)
     void RenoSackOnAck(SequenceNumber32 ack); //!< without SACK: tcp_reset_reno_sack as snd_una advances
     bool RenoHoldsLoss(SequenceNumber32 ack, SequenceNumber32 una) const; //!< without SACK: Loss held at high_seq
+    bool RenoHoldsRecovery(SequenceNumber32 ack) const; //!< without SACK: Recovery held at high_seq
     void BackOffSyn(uint8_t flags); //!< a SYN's timer as tcp_retransmit_timer backs it off
     /** A FIN alone in flight: its loss probe, then its RTO, doubling (armedBefore, rtoBefore: the RTO before the send). */
     void FinTimer(uint8_t flags, bool armedBefore, Time rtoBefore);

@@ -3074,6 +3074,161 @@ class LinuxRenoLossHoldTestCase : public TestCase
     }
 };
 
+/** Loses the first copy of `seq`, and the first copy of `*later` once it is set (not 0). */
+class SeqThenLaterErrorModel : public ErrorModel
+{
+  public:
+    SeqThenLaterErrorModel(int64_t seq, const int64_t* later)
+        : m_seq(seq),
+          m_later(later)
+    {
+    }
+
+  private:
+    bool DoCorrupt(Ptr<Packet> p) override
+    {
+        const int64_t seq = DataSeq(p);
+        if (seq == m_seq && !m_seqLost)
+        {
+            m_seqLost = true;
+            return true;
+        }
+        if (*m_later && seq == *m_later && !m_laterLost)
+        {
+            m_laterLost = true;
+            return true;
+        }
+        return false;
+    }
+
+    void DoReset() override
+    {
+    }
+
+    int64_t m_seq;
+    const int64_t* m_later;
+    bool m_seqLost{false};
+    bool m_laterLost{false};
+};
+
+/**
+ * Without SACK, Linux holds Recovery until an ACK goes above high_seq
+ * (tcp_fastretrans_alert: tcp_reset_reno_sack, tcp_try_undo_recovery,
+ * tcp_is_non_sack_preventing_reopen returns while snd_una == high_seq).  One segment lost in
+ * slow start starts Recovery; PRR sends new data above high_seq on the duplicate ACKs, and
+ * the first of it (at high_seq) is lost too.  The fast retransmission's ACK reaches high_seq
+ * exactly: Recovery holds, cwnd is PRR's (tcp_cwnd_reduction in tcp_cong_control), and the
+ * duplicate ACKs of high_seq the later new data draws neither start a recovery nor resend
+ * anything (no tcp_add_reno_sack, no tcp_newreno_mark_lost): the segment at high_seq waits
+ * for the RTO.  TcpSocketBase went to Open on the ACK at high_seq (cwnd = ssthresh) and three
+ * of its duplicates started a second fast retransmission.
+ */
+class LinuxRenoRecoveryHoldTestCase : public TestCase
+{
+  public:
+    LinuxRenoRecoveryHoldTestCase()
+        : TestCase("no SACK: Recovery held at high_seq, duplicate ACKs of it resend nothing")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Bench bench("100Mbps", "30ms", NoSack());
+        int64_t highSeq = 0;
+        auto device = DynamicCast<PointToPointNetDevice>(bench.devices.Get(1));
+        device->SetAttribute("ReceiveErrorModel", PointerValue(Create<SeqThenLaterErrorModel>(SegSeq(40), &highSeq)));
+        std::vector<Time> highSent;
+        std::function<void(Ptr<const Packet>)> onTx = [&](Ptr<const Packet> frame) {
+            if (highSeq && DataSeq(frame) == highSeq)
+            {
+                highSent.push_back(Simulator::Now());
+            }
+        };
+        bench.devices.Get(0)->TraceConnectWithoutContext(
+            "MacTx", MakeCallback(&std::function<void(Ptr<const Packet>)>::operator(), &onTx));
+        auto app = bench.Install(Periodic(1, 300 * 1448, MilliSeconds(1)));
+        app->SetAttribute("CloseAtEnd", BooleanValue(false));
+        std::vector<TcpSocketState::TcpCongState_t> states;
+        Time lossAt;
+        uint32_t highestTx = 0;
+        uint32_t ssthresh = 0;
+        uint32_t cwnd = 0;
+        TcpSocketState::TcpCongState_t state = TcpSocketState::CA_OPEN;
+        uint32_t heldCwnd = 0;
+        Time heldAt;
+        TcpSocketState::TcpCongState_t heldState = TcpSocketState::CA_OPEN;
+        uint32_t cwndChanges = 0; // after the ACK at high_seq, before the RTO
+        std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)> onState =
+            [&](TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now) {
+                states.push_back(now);
+                state = now;
+                if (now == TcpSocketState::CA_RECOVERY && !highSeq)
+                {
+                    highSeq = highestTx; // high_seq = snd_nxt
+                }
+                if (now == TcpSocketState::CA_LOSS && lossAt.IsZero())
+                {
+                    lossAt = Simulator::Now();
+                }
+            };
+        std::function<void(SequenceNumber32, SequenceNumber32)> onHighest = [&](SequenceNumber32, SequenceNumber32 now) {
+            highestTx = now.GetValue();
+        };
+        std::function<void(uint32_t, uint32_t)> onCwnd = [&](uint32_t, uint32_t now) {
+            cwnd = now;
+            if (!heldAt.IsZero() && Simulator::Now() > heldAt && lossAt.IsZero())
+            {
+                cwndChanges++;
+            }
+        };
+        std::function<void(uint32_t, uint32_t)> onSsthresh = [&](uint32_t, uint32_t now) {
+            if (!ssthresh && now < 1000 * 1448)
+            {
+                ssthresh = now;
+            }
+        };
+        std::function<void(SequenceNumber32, SequenceNumber32)> onAck = [&](SequenceNumber32, SequenceNumber32 now) {
+            if (highSeq && now.GetValue() == highSeq && heldAt.IsZero())
+            {
+                heldAt = Simulator::Now();
+                Simulator::ScheduleNow([&]() { // once the ACK is processed
+                    heldCwnd = cwnd;
+                    heldState = state;
+                });
+            }
+        };
+        Simulator::Schedule(MilliSeconds(1), [&]() {
+            auto socket = app->GetSocket();
+            socket->TraceConnectWithoutContext(
+                "CongState",
+                MakeCallback(&std::function<void(TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t)>::operator(), &onState));
+            socket->TraceConnectWithoutContext(
+                "HighestSequence", MakeCallback(&std::function<void(SequenceNumber32, SequenceNumber32)>::operator(), &onHighest));
+            socket->TraceConnectWithoutContext(
+                "HighestRxAck", MakeCallback(&std::function<void(SequenceNumber32, SequenceNumber32)>::operator(), &onAck));
+            socket->TraceConnectWithoutContext(
+                "CongestionWindow", MakeCallback(&std::function<void(uint32_t, uint32_t)>::operator(), &onCwnd));
+            socket->TraceConnectWithoutContext(
+                "SlowStartThreshold", MakeCallback(&std::function<void(uint32_t, uint32_t)>::operator(), &onSsthresh));
+        });
+        Simulator::Stop(Seconds(5));
+        Simulator::Run();
+        auto socket = DynamicCast<MagnetLinuxTcpSocket>(app->GetSocket());
+        NS_TEST_ASSERT_MSG_EQ((highSeq > SegSeq(40)), true, "Recovery entered after the 41st was lost");
+        NS_TEST_ASSERT_MSG_EQ(heldState, TcpSocketState::CA_RECOVERY, "Recovery held on the ACK at high_seq");
+        NS_TEST_ASSERT_MSG_EQ(std::count(states.begin(), states.end(), TcpSocketState::CA_RECOVERY), 1,
+                              "one recovery: none from the duplicate ACKs of high_seq");
+        NS_TEST_ASSERT_MSG_EQ(socket->GetLossStats().rtos, 1, "the segment at high_seq resent by the RTO");
+        NS_TEST_ASSERT_MSG_EQ(highSent.size(), 2, "the segment at high_seq sent twice");
+        NS_TEST_ASSERT_MSG_EQ((highSent.size() == 2 && !lossAt.IsZero() && highSent[1] >= lossAt), true,
+                              "resent only after the RTO");
+        NS_TEST_ASSERT_MSG_EQ(cwndChanges, 0, "cwnd kept from the ACK at high_seq to the RTO");
+        NS_TEST_ASSERT_MSG_EQ(heldCwnd, 35 * 1448, "PRR's cwnd on the ACK at high_seq (here ssthresh's)");
+        Simulator::Destroy();
+    }
+};
+
 /**
  * Without SACK, a partial ACK in Recovery resends the new head only as the window allows.
  * Linux's tcp_identify_packet_loss (tcp_newreno_mark_lost) marks the first unacked segment
@@ -4351,6 +4506,7 @@ class MagnetLinuxTcpTestSuite : public TestSuite
         AddTestCase(new LinuxRtoLatePartialAckTestCase, Duration::QUICK);
         AddTestCase(new LinuxRenoLossHoldTestCase, Duration::QUICK);
         AddTestCase(new LinuxRenoPartialAckWindowTestCase, Duration::QUICK);
+        AddTestCase(new LinuxRenoRecoveryHoldTestCase, Duration::QUICK);
         AddTestCase(new LinuxFrtoTestCase("F-RTO: a spurious RTO resends one segment and is undone (SACK)", true, true),
                     Duration::QUICK);
         AddTestCase(new LinuxFrtoTestCase("F-RTO: a spurious RTO resends one segment and is undone (no SACK)", false, true),
