@@ -151,6 +151,10 @@ namespace ns3
  * - **The RTO's ssthresh** (tcp_enter_loss): cut only "if it has not yet been made inside
  *   this window": not in Recovery (snd_una short of high_seq), nor again in Loss without
  *   progress since the last RTO; ns-3 cut it in Recovery too.
+ * - **Recovery held at high_seq without SACK** (tcp_try_undo_recovery,
+ *   tcp_is_non_sack_preventing_reopen): the ACK that reaches high_seq exactly takes one
+ *   PRR step and re-arms the RTO, marks and resends nothing, and its duplicates start no
+ *   second fast retransmission; the first ACK above it ends Recovery.  ns-3 went to Open.
  * - **Giving up** (tcp_write_timeout): an RTO with no progress since the last
  *   one gives up once the time tcp_retries2 (15) RTOs from TCP_RTO_MIN would
  *   take, doubling up to TCP_RTO_MAX, has passed since the episode's first
