@@ -84,8 +84,8 @@ demo: setup ns3
 # on every core at once (pytest-xdist), then the rest one at a time, as their timing checks,
 # namespaces and captures need; it fails when either phase does.  `pytest` alone runs them all
 # one at a time.  --durations: the slowest tests (DURATIONS=0: every one), so that the suite's
-# time stays in view: 725 tests in 11.2 min (1.9 + 9.2; CI on a clean clone, quiet, round 13),
-# 13.3 in round 12 and 14.7 in one phase (716 tests, round 11); the aim is about 10.
+# time stays in view: 725 tests in 11.7 min (2.2 + 9.6; CI on a clean clone, quiet, round 14),
+# 11.2 in round 13, 13.3 in round 12 and 14.7 in one phase (716 tests, round 11); the aim is about 10.
 DURATIONS ?= 15
 test: setup ns3 setup-apps $(NS3_PY_STAMP)
 	@status=0; \
